@@ -3,7 +3,320 @@
 //!
 //! Owns: parsing, the expression language and its stdlib, variables, functions,
 //! blocks, matrix, `inherits`, `--set` overrides, `--print` JSON.
-//! Must never: perform I/O beyond reading the bake files it is given.
+//! Must never: perform I/O beyond reading the bake files it is given (and, for
+//! `--print`, checking that secret source files exist, as buildx does).
 
+pub mod ast;
+pub mod diag;
+pub mod eval;
+pub mod json;
+pub mod model;
+pub mod native;
+pub mod parse;
+pub mod resolve;
 pub mod stdlib;
+pub mod suggest;
 pub mod value;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value as J};
+
+pub use diag::{Diag, Diags, Pos, Source, Sources};
+pub use model::{Group, Target};
+pub use parse::{Config, Options, VariableInfo};
+pub use resolve::Resolved;
+
+/// bake's default file names, in merge order (Compose names are not supported).
+pub const DEFAULT_FILES: &[&str] = &["docker-bake.json", "docker-bake.hcl", "docker-bake.override.json", "docker-bake.override.hcl"];
+
+const COMPOSE_FILES: &[&str] = &["compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml"];
+
+/// Errors from loading and evaluating bake files.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Evaluation diagnostics; render them with [`Error::render`].
+    #[error("{}", diag::render(.diags, .sources))]
+    Eval { diags: Diags, sources: Sources },
+    /// A resolution error (unknown target, bad `--set`, link problems).
+    #[error("{0}")]
+    Resolve(String),
+    /// No bake file was found.
+    #[error("couldn't find a bake definition (looked for {looked}); pass one with -f FILE")]
+    NoFiles { looked: String },
+    /// A file could not be read.
+    #[error("failed to read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    /// A Compose file was given.
+    #[error("{path}: Compose files are not supported by kiln yet; convert the services to a docker-bake.hcl (see `docker buildx bake --print` for the equivalent definition)")]
+    Compose { path: String },
+}
+
+impl Error {
+    /// The first diagnostic's resolved position, if any.
+    pub fn position(&self) -> Option<Pos> {
+        match self {
+            Error::Eval { diags, sources } => diags.0.iter().find_map(|d| d.span.and_then(|s| sources.pos(s))),
+            _ => None,
+        }
+    }
+}
+
+/// A loaded, evaluated set of bake files.
+#[derive(Debug)]
+pub struct Bake {
+    pub sources: Sources,
+    pub config: Config,
+}
+
+/// The default files present in `dir`, in merge order.
+pub fn default_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    for c in COMPOSE_FILES {
+        let p = dir.join(c);
+        if p.is_file() && !DEFAULT_FILES.iter().any(|d| dir.join(d).is_file()) {
+            return Err(Error::Compose { path: p.display().to_string() });
+        }
+    }
+    let found: Vec<PathBuf> = DEFAULT_FILES.iter().map(|f| dir.join(f)).filter(|p| p.is_file()).collect();
+    if found.is_empty() {
+        return Err(Error::NoFiles { looked: DEFAULT_FILES.join(", ") });
+    }
+    Ok(found)
+}
+
+fn looks_like_compose(name: &str, text: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    if COMPOSE_FILES.contains(&base) || base.ends_with(".yml") || base.ends_with(".yaml") {
+        return true;
+    }
+    // YAML with a top-level `services:` key.
+    text.lines().any(|l| l.starts_with("services:"))
+}
+
+/// Parses one file into a body, choosing the syntax by extension as bake does
+/// (`.json` → JSON, `.hcl` → HCL, otherwise HCL then JSON).
+pub fn parse_file(sources: &mut Sources, name: &str, text: String) -> Result<ast::Body, Error> {
+    if looks_like_compose(name, &text) {
+        return Err(Error::Compose { path: name.to_string() });
+    }
+    let id = sources.add(Source::new(name, text.clone()));
+    let r = if name.ends_with(".json") {
+        json::parse_body(&text, id)
+    } else if name.ends_with(".hcl") {
+        native::parse_body(&text, id)
+    } else {
+        native::parse_body(&text, id).or_else(|e| json::parse_body(&text, id).map_err(|_| e))
+    };
+    r.map_err(|diags| Error::Eval { diags, sources: sources.clone() })
+}
+
+/// Loads and evaluates files (name, contents) in order as one body.
+pub fn load(files: Vec<(String, String)>, opts: &Options) -> Result<Bake, Error> {
+    let mut sources = Sources::default();
+    let mut bodies = Vec::new();
+    let mut names = Vec::new();
+    for (name, text) in files {
+        bodies.push(parse_file(&mut sources, &name, text)?);
+        names.push(name);
+    }
+    let config = parse::parse(&bodies, &names, opts).map_err(|diags| Error::Eval { diags, sources: sources.clone() })?;
+    Ok(Bake { sources, config })
+}
+
+/// Reads files from disk (`-` is stdin) and evaluates them.
+pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
+    let mut files = Vec::new();
+    for p in paths {
+        let text = if p == "-" {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| Error::Read { path: "-".into(), source: e })?;
+            s
+        } else {
+            std::fs::read_to_string(p).map_err(|e| Error::Read { path: p.clone(), source: e })?
+        };
+        files.push((p.clone(), text));
+    }
+    load(files, opts)
+}
+
+impl Bake {
+    /// `ReadTargets`: resolves requested names with `--set` overrides.
+    pub fn resolve(&self, requested: &[String], sets: &[String], opts: &Options) -> Result<Resolved, Error> {
+        resolve::read_targets(&self.config, requested, sets, opts).map_err(Error::Resolve)
+    }
+}
+
+/// Options of the `--print` conversion.
+#[derive(Clone, Debug, Default)]
+pub struct PrintOptions {
+    /// The invocation directory (for `cwd://` dockerfiles and secret files).
+    pub cwd: PathBuf,
+    /// `SOURCE_DATE_EPOCH` from the environment, added to every target's args.
+    pub source_date_epoch: Option<String>,
+}
+
+/// Go `path.Clean`.
+pub fn clean_path(p: &str) -> String {
+    if p.is_empty() {
+        return ".".into();
+    }
+    let rooted = p.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    for part in p.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if out.last().is_some_and(|l| *l != "..") {
+                    out.pop();
+                } else if !rooted {
+                    out.push("..");
+                }
+            }
+            x => out.push(x),
+        }
+    }
+    let s = out.join("/");
+    if rooted {
+        format!("/{s}")
+    } else if s.is_empty() {
+        ".".into()
+    } else {
+        s
+    }
+}
+
+/// Whether a context is a remote URL (left untouched by the conversion).
+pub fn is_remote(ctx: &str) -> bool {
+    ["https://", "http://", "git://", "ssh://", "git@", "github.com/", "gitlab.com/", "bitbucket.org/"]
+        .iter()
+        .any(|p| ctx.starts_with(p))
+        || ctx.ends_with(".git")
+        || ctx.contains(".git#")
+}
+
+/// Applies the build-option conversion that `--print` runs (context
+/// cleaning, `cwd://` dockerfiles, `SOURCE_DATE_EPOCH`, secret checks).
+pub fn to_build_opts(r: &mut Resolved, po: &PrintOptions) -> Result<(), Error> {
+    for t in r.targets.values_mut() {
+        if let Some(sde) = po.source_date_epoch.as_ref().filter(|s| !s.is_empty()) {
+            t.args.get_or_insert_with(BTreeMap::new).entry("SOURCE_DATE_EPOCH".into()).or_insert_with(|| Some(sde.clone()));
+        }
+        if let Some(ctx) = t.context.clone() {
+            if ctx == "-" {
+                return Err(Error::Resolve(format!("target {}: context from stdin not allowed in bake", t.name)));
+            }
+            if let Some(rest) = ctx.strip_prefix("cwd://") {
+                t.context = Some(clean_path(rest));
+            } else if !is_remote(&ctx) {
+                t.context = Some(clean_path(&ctx));
+            }
+        }
+        if t.dockerfile.as_deref() == Some("-") {
+            return Err(Error::Resolve(format!("target {}: dockerfile from stdin not allowed in bake", t.name)));
+        }
+        // buildx stats secret files while creating build options.
+        for s in t.secret.iter().flatten() {
+            if let Some(src) = s.get("src").and_then(J::as_str) {
+                let p = po.cwd.join(src);
+                if !p.exists() {
+                    return Err(Error::Resolve(format!("target {}: failed to stat secret source {src}: no such file or directory", t.name)));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `--print` document: `{"group": {...}, "target": {...}}`.
+pub fn print_json(r: &Resolved) -> J {
+    let mut doc = Map::new();
+    let groups: Map<String, J> = r.groups.iter().map(|(k, g)| (k.clone(), g.to_json())).collect();
+    if !groups.is_empty() {
+        doc.insert("group".into(), J::Object(groups));
+    }
+    let targets: Map<String, J> = r.targets.iter().map(|(k, t)| (k.clone(), t.to_json(true))).collect();
+    doc.insert("target".into(), J::Object(targets));
+    J::Object(doc)
+}
+
+/// The parse-mode document (every target and group, unresolved).
+pub fn config_json(c: &Config) -> J {
+    let mut doc = Map::new();
+    doc.insert("group".into(), J::Object(c.groups.iter().map(|g| (g.name.clone(), g.to_json())).collect()));
+    doc.insert("target".into(), J::Object(c.targets.iter().map(|t| (t.name.clone(), t.to_json(false))).collect()));
+    J::Object(doc)
+}
+
+/// Go `text/tabwriter` with minwidth=1, tabwidth=8, padding=1, padchar `\t`
+/// (what `bake --list` uses): every cell but the last of a row is padded
+/// with tabs to its column's width.
+pub fn tabwrite(rows: &[Vec<String>]) -> String {
+    let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; ncols];
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(r.len().saturating_sub(1)) {
+            widths[i] = widths[i].max(c.chars().count() + 1);
+        }
+    }
+    let mut out = String::new();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            out.push_str(c);
+            if i + 1 < r.len() {
+                let cellw = widths[i].max(1).div_ceil(8) * 8;
+                let n = cellw - c.chars().count();
+                out.push_str(&"\t".repeat(n.div_ceil(8)));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `bake --list=targets`: targets and groups sorted by name, `_`-prefixed
+/// names hidden.
+pub fn list_targets(c: &Config) -> String {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for t in &c.targets {
+        rows.push((t.name.clone(), t.description.clone().unwrap_or_default()));
+    }
+    for g in &c.groups {
+        let mut d = g.description.clone().unwrap_or_default();
+        if !d.is_empty() {
+            d = format!("{d} ({})", g.targets.join(", "));
+        }
+        rows.push((g.name.clone(), d));
+    }
+    rows.retain(|(n, _)| !n.starts_with('_'));
+    rows.sort();
+    let mut table = vec![vec!["TARGET".to_string(), "DESCRIPTION".to_string()]];
+    table.extend(rows.into_iter().map(|(n, d)| vec![n, d]));
+    tabwrite(&table)
+}
+
+/// The display form of a variable's value: strings raw, null as `<null>`,
+/// everything else as compact JSON.
+pub fn display_value(v: &value::Value) -> String {
+    match v {
+        value::Value::Null(_) => "<null>".into(),
+        value::Value::String(s) => s.clone(),
+        other => value::to_json(other).to_string(),
+    }
+}
+
+/// `bake --list=variables`.
+pub fn list_variables(c: &Config) -> String {
+    let mut vars: Vec<&VariableInfo> = c.variables.iter().collect();
+    vars.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut table = vec![vec!["VARIABLE".into(), "TYPE".into(), "VALUE".into(), "DESCRIPTION".into()]];
+    for v in vars {
+        table.push(vec![
+            v.name.clone(),
+            v.ty.as_ref().map(value::Type::friendly_name).unwrap_or_default(),
+            display_value(&v.value),
+            v.description.clone().unwrap_or_default(),
+        ]);
+    }
+    tabwrite(&table)
+}

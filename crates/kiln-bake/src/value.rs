@@ -237,6 +237,11 @@ impl Value {
         }
     }
 
+    /// Whether a collection has no elements (primitives and null are not empty).
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+
     /// Whether this is a list, set or tuple.
     pub fn is_seq(&self) -> bool {
         matches!(self, Value::List(..) | Value::Set(..) | Value::Tuple(_))

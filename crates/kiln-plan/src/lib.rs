@@ -1,14 +1,28 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The build graph of a kiln run: which target needs which, and in what order to build.
+//!
+//! This crate owns the derivation of dependency edges from resolved targets
+//! ([`PlanTarget`]): `target:` named contexts, and registry references — a
+//! `docker-image://` context or a build arg — that name a tag another target produces,
+//! compared after Docker's reference normalisation ([`normalize_reference`]). It owns the
+//! deterministic build order, the closure of a request, cycle and unknown-name errors with
+//! "did you mean" suggestions ([`suggest`]), and the mermaid/Graphviz renderings.
+//!
+//! It is pure and must stay so: no file, network, process or clock access, no environment
+//! reads, no randomness. Given the same targets it returns the same graph, order and text,
+//! so plans can be snapshot-tested and simulated. It must never depend on the bake
+//! evaluator (`kiln-bake`): callers convert their targets into [`PlanTarget`]. Its cost is
+//! linear in targets plus edges (up to a log factor for ordering), so it serves graphs of
+//! tens of thousands of targets.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod error;
+mod graph;
+mod reference;
+mod render;
+mod suggest;
+mod target;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use error::GraphError;
+pub use graph::{Edge, EdgeKind, Graph};
+pub use reference::{ImageRef, normalize_reference};
+pub use suggest::suggest;
+pub use target::PlanTarget;

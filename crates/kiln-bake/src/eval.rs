@@ -1,0 +1,686 @@
+//! The expression evaluator: HCL semantics over [`crate::ast`] and
+//! [`crate::value`], with names resolved lazily through an [`Env`].
+//!
+//! Owns: operators (via the stdlib functions, as hclsyntax does), templates,
+//! traversals and splats, `for` expressions, function calls including user
+//! functions and the special forms `try`, `can` and `convert`, and type
+//! expressions. Must never: panic on any input (division by zero, deep
+//! recursion and huge values are errors).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use crate::ast::*;
+use crate::diag::{Diag, Diags};
+use crate::stdlib::{self, FuncError};
+use crate::value::{Type, Value, convert, format_number, unify_values};
+
+/// A user-defined `function` block.
+#[derive(Debug)]
+pub struct UserFunc {
+    pub name: String,
+    pub params: Vec<String>,
+    pub variadic: Option<String>,
+    pub result: Expr,
+}
+
+/// Where names come from.
+pub trait Env {
+    /// A top-level name (variable, global attribute or built-in); `Ok(None)`
+    /// when no such name exists.
+    fn var(&mut self, name: &str, span: Span) -> Result<Option<Value>, Diags>;
+    /// `target.<name>[.<attr>]` / `group.<name>[.<attr>]`; `Ok(None)` when the
+    /// block does not exist.
+    fn block(&mut self, kind: &str, name: &str, attr: Option<&str>, span: Span) -> Result<Option<Value>, Diags>;
+    /// Whether `kind` names a block type that traversals resolve through [`Env::block`].
+    fn is_block_kind(&self, kind: &str) -> bool;
+    /// A user-defined function.
+    fn function(&mut self, name: &str, span: Span) -> Result<Option<Rc<UserFunc>>, Diags>;
+}
+
+const MAX_DEPTH: usize = 200;
+
+/// Evaluates expressions against an environment plus a stack of local names
+/// (matrix values, `for` variables, function parameters).
+pub struct Evaluator<'e> {
+    pub env: &'e mut dyn Env,
+    locals: Vec<(String, Value)>,
+    depth: usize,
+}
+
+fn d(span: Span, summary: &str, detail: impl Into<String>) -> Diags {
+    Diags::at(span, summary, detail)
+}
+
+impl<'e> Evaluator<'e> {
+    pub fn new(env: &'e mut dyn Env) -> Self {
+        Evaluator { env, locals: Vec::new(), depth: 0 }
+    }
+
+    pub fn with_locals(env: &'e mut dyn Env, locals: Vec<(String, Value)>) -> Self {
+        Evaluator { env, locals, depth: 0 }
+    }
+
+    fn local(&self, name: &str) -> Option<&Value> {
+        self.locals.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    pub fn eval(&mut self, e: &Expr) -> Result<Value, Diags> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            self.depth -= 1;
+            return Err(d(e.span(), "Expression too deep", "The expression nests too deeply (or a function recurses) to evaluate."));
+        }
+        let r = self.eval_inner(e);
+        self.depth -= 1;
+        r
+    }
+
+    fn eval_inner(&mut self, e: &Expr) -> Result<Value, Diags> {
+        match e {
+            Expr::Literal(v, _) => Ok(v.clone()),
+            Expr::Template(parts, span) => self.template(parts, *span),
+            Expr::Tuple(items, _) => {
+                // Evaluate every element so that all unknown names are reported.
+                let mut out = Vec::with_capacity(items.len());
+                let mut errs = Vec::new();
+                for i in items {
+                    match self.eval(i) {
+                        Ok(v) => out.push(v),
+                        Err(e) => errs.extend(e.0),
+                    }
+                }
+                if errs.is_empty() { Ok(Value::Tuple(out)) } else { Err(Diags(errs)) }
+            }
+            Expr::Object(items, _) => {
+                let mut out = BTreeMap::new();
+                let mut errs = Vec::new();
+                for (k, v) in items {
+                    let key = match k {
+                        ObjKey::Ident(name, _) => name.clone(),
+                        ObjKey::Expr(ke) => {
+                            let kv = self.eval(ke)?;
+                            if kv.is_null() {
+                                return Err(d(ke.span(), "Invalid object key", "Key expression result must not be null."));
+                            }
+                            match convert(kv, &Type::String) {
+                                Ok(Value::String(s)) => s,
+                                _ => return Err(d(ke.span(), "Incorrect key type", "Can't use this value as a key: string required.")),
+                            }
+                        }
+                    };
+                    match self.eval(v) {
+                        Ok(val) => {
+                            out.insert(key, val);
+                        }
+                        Err(e) => errs.extend(e.0),
+                    }
+                }
+                if errs.is_empty() { Ok(Value::Object(out)) } else { Err(Diags(errs)) }
+            }
+            Expr::Var(name, span) => self.var(name, *span),
+            Expr::Call { name, args, expand_final, span } => self.call(name, args, *expand_final, *span),
+            Expr::Traversal { root, steps, span } => self.traversal(root, steps, *span),
+            Expr::Cond { cond, then, otherwise, .. } => {
+                let c = self.eval(cond)?;
+                if c.is_null() {
+                    return Err(d(cond.span(), "Null condition", "The condition value is null. Conditions must either be true or false."));
+                }
+                let c = match convert(c, &Type::Bool) {
+                    Ok(Value::Bool(b)) => b,
+                    _ => return Err(d(cond.span(), "Incorrect condition type", "The condition expression must be of type bool.")),
+                };
+                if c { self.eval(then) } else { self.eval(otherwise) }
+            }
+            Expr::Unary { op, expr, span } => {
+                let v = self.eval(expr)?;
+                let f = match op {
+                    UnaryOp::Neg => "negate",
+                    UnaryOp::Not => "not",
+                };
+                self.operator(f, vec![v], &[expr.span()], *span)
+            }
+            Expr::Binary { op, lhs, rhs, span } => {
+                let l = self.eval(lhs)?;
+                let r = self.eval(rhs)?;
+                let f = match op {
+                    BinOp::Eq => "equal",
+                    BinOp::NotEq => "notequal",
+                    BinOp::Lt => "lessthan",
+                    BinOp::LtEq => "lessthanorequalto",
+                    BinOp::Gt => "greaterthan",
+                    BinOp::GtEq => "greaterthanorequalto",
+                    BinOp::Add => "add",
+                    BinOp::Sub => "subtract",
+                    BinOp::Mul => "multiply",
+                    BinOp::Div => "divide",
+                    BinOp::Mod => "modulo",
+                    BinOp::And => "and",
+                    BinOp::Or => "or",
+                };
+                self.operator(f, vec![l, r], &[lhs.span(), rhs.span()], *span)
+            }
+            Expr::For(fe) => self.for_expr(fe),
+        }
+    }
+
+    fn var(&mut self, name: &str, span: Span) -> Result<Value, Diags> {
+        if let Some(v) = self.local(name) {
+            return Ok(v.clone());
+        }
+        if self.env.is_block_kind(name) {
+            return Err(d(span, "Invalid expression", format!("cannot access {name} as a variable")));
+        }
+        match self.env.var(name, span)? {
+            Some(v) => Ok(v),
+            None => Err(d(span, "Unknown variable", format!("There is no variable named {name:?}."))),
+        }
+    }
+
+    fn operator(&mut self, f: &str, args: Vec<Value>, spans: &[Span], span: Span) -> Result<Value, Diags> {
+        let Some(func) = stdlib::lookup(f) else {
+            return Err(d(span, "Internal error", format!("operator function {f} is missing")));
+        };
+        stdlib::call(func, args).map_err(|e| match e {
+            FuncError::Arg { index, msg } => {
+                let side = if spans.len() == 1 { "operand" } else if index == 0 { "left operand" } else { "right operand" };
+                d(spans.get(index).copied().unwrap_or(span), "Invalid operand", format!("Unsuitable value for {side}: {msg}."))
+            }
+            FuncError::Arity { msg } | FuncError::Failed(msg) => {
+                d(span, "Operation failed", format!("Error during operation: {msg}."))
+            }
+        })
+    }
+
+    fn template(&mut self, parts: &[TPart], span: Span) -> Result<Value, Diags> {
+        if let [TPart::Interp(e)] = parts {
+            return self.eval(e);
+        }
+        let mut out = String::new();
+        self.render_parts(parts, &mut out, span)?;
+        Ok(Value::String(out))
+    }
+
+    fn render_parts(&mut self, parts: &[TPart], out: &mut String, span: Span) -> Result<(), Diags> {
+        let mut errs = Vec::new();
+        for p in parts {
+            match p {
+                TPart::Lit(s) => out.push_str(s),
+                TPart::Interp(e) => match self.eval(e).and_then(|v| template_string(v, e.span())) {
+                    Ok(s) => out.push_str(&s),
+                    Err(e) => errs.extend(e.0),
+                },
+                TPart::If { cond, then, otherwise, .. } => {
+                    let c = self.eval(cond)?;
+                    let b = match convert(c, &Type::Bool) {
+                        Ok(Value::Bool(b)) => b,
+                        _ => return Err(d(cond.span(), "Invalid template if directive", "The condition must be a bool.")),
+                    };
+                    self.render_parts(if b { then } else { otherwise }, out, span)?;
+                }
+                TPart::For { key_var, val_var, coll, body, .. } => {
+                    let c = self.eval(coll)?;
+                    let items = iter_items(&c, coll.span())?;
+                    for (k, v) in items {
+                        let n = self.locals.len();
+                        if let Some(kv) = key_var {
+                            self.locals.push((kv.clone(), k));
+                        }
+                        self.locals.push((val_var.clone(), v));
+                        let r = self.render_parts(body, out, span);
+                        self.locals.truncate(n);
+                        r?;
+                    }
+                }
+            }
+            if out.len() > 64 << 20 {
+                return Err(d(span, "Template too large", "The template result exceeds 64 MiB."));
+            }
+        }
+        if errs.is_empty() { Ok(()) } else { Err(Diags(errs)) }
+    }
+
+    fn call(&mut self, name: &str, args: &[Expr], expand_final: bool, span: Span) -> Result<Value, Diags> {
+        match name {
+            "try" => return self.call_try(args, span),
+            "can" => {
+                if args.len() != 1 {
+                    return Err(d(span, "Invalid function call", "Function \"can\" expects 1 argument."));
+                }
+                return Ok(Value::Bool(self.eval(&args[0]).is_ok()));
+            }
+            "convert" => {
+                if args.len() != 2 {
+                    return Err(d(span, "Invalid function call", "Function \"convert\" expects 2 arguments."));
+                }
+                let v = self.eval(&args[0])?;
+                let ty = type_expr(&args[1])?;
+                return convert(v, &ty).map_err(|m| {
+                    d(args[0].span(), "Invalid function argument", format!("Invalid value for \"value\" parameter: {m}."))
+                });
+            }
+            _ => {}
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        let mut spans = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            let v = self.eval(a)?;
+            if expand_final && i + 1 == args.len() {
+                match v {
+                    Value::List(_, items) | Value::Set(_, items) | Value::Tuple(items) => {
+                        for it in items {
+                            vals.push(it);
+                            spans.push(a.span());
+                        }
+                    }
+                    Value::Null(_) => {
+                        return Err(d(a.span(), "Invalid expanding argument value", "The expanding argument (indicated by ...) must not be null."));
+                    }
+                    _ => {
+                        return Err(d(a.span(), "Invalid expanding argument value", "The expanding argument (indicated by ...) must be of a tuple, list, or set type."));
+                    }
+                }
+            } else {
+                vals.push(v);
+                spans.push(a.span());
+            }
+        }
+        if let Some(uf) = self.env.function(name, span)? {
+            return self.call_user(&uf, vals, &spans, span);
+        }
+        let Some(f) = stdlib::lookup(name) else {
+            let hint = crate::suggest::suggest(name, stdlib::names().into_iter())
+                .map(|s| format!(" Did you mean {s:?}?"))
+                .unwrap_or_default();
+            return Err(d(span, "Call to unknown function", format!("There is no function named {name:?}.{hint}")));
+        };
+        stdlib::call(f, vals).map_err(|e| match e {
+            FuncError::Arg { index, msg } => d(
+                spans.get(index).copied().unwrap_or(span),
+                "Invalid function argument",
+                format!("Invalid value for {:?} parameter: {msg}.", stdlib::param_name(f, index)),
+            ),
+            FuncError::Arity { msg } => {
+                let summary = if msg.contains("Missing") { "Not enough function arguments" } else { "Too many function arguments" };
+                d(span, summary, msg)
+            }
+            FuncError::Failed(msg) => d(span, "Error in function call", format!("Call to function {name:?} failed: {msg}.")),
+        })
+    }
+
+    fn call_try(&mut self, args: &[Expr], span: Span) -> Result<Value, Diags> {
+        if args.is_empty() {
+            return Err(d(span, "Not enough function arguments", "Function \"try\" expects at least one argument."));
+        }
+        let mut errs = Vec::new();
+        for a in args {
+            match self.eval(a) {
+                Ok(v) => return Ok(v),
+                Err(e) => errs.extend(e.0.into_iter().map(|x| x.message())),
+            }
+        }
+        Err(d(
+            span,
+            "Error in function call",
+            format!("Call to function \"try\" failed: no expression succeeded:\n- {}\nAt least one expression must produce a successful result.", errs.join("\n- ")),
+        ))
+    }
+
+    fn call_user(&mut self, uf: &UserFunc, vals: Vec<Value>, spans: &[Span], span: Span) -> Result<Value, Diags> {
+        let n = uf.params.len();
+        if vals.len() < n {
+            return Err(d(
+                span,
+                "Not enough function arguments",
+                format!("Function {:?} expects {} argument(s). Missing value for {:?}.", uf.name, n, uf.params[vals.len()]),
+            ));
+        }
+        if vals.len() > n && uf.variadic.is_none() {
+            let _ = spans;
+            return Err(d(span, "Too many function arguments", format!("Function {:?} expects only {} argument(s).", uf.name, n)));
+        }
+        let mut locals = Vec::new();
+        let mut it = vals.into_iter();
+        for p in &uf.params {
+            locals.push((p.clone(), it.next().unwrap_or_else(Value::null)));
+        }
+        if let Some(vp) = &uf.variadic {
+            let rest: Vec<Value> = it.collect();
+            locals.push((vp.clone(), Value::Tuple(rest)));
+        }
+        // A user function sees the globals and its parameters, not the caller's locals.
+        let saved = std::mem::replace(&mut self.locals, locals);
+        let r = self.eval(&uf.result);
+        self.locals = saved;
+        r.map_err(|e| {
+            let inner: Vec<String> = e.0.iter().map(Diag::message).collect();
+            let mut out = e;
+            if out.0.len() == 1 && out.0[0].span.is_none() {
+                out.0[0].span = Some(span);
+            }
+            let _ = inner;
+            out
+        })
+    }
+
+    fn traversal(&mut self, root: &Expr, steps: &[Step], span: Span) -> Result<Value, Diags> {
+        let mut steps = steps;
+        let mut cur = match root {
+            Expr::Var(name, vspan) if self.local(name).is_none() && self.env.is_block_kind(name) => {
+                let Some(Step::Attr(bname, bspan)) = steps.first() else {
+                    return Err(d(span, "Invalid expression", format!("cannot traverse {name} without attribute")));
+                };
+                let attr = match steps.get(1) {
+                    Some(Step::Attr(a, _)) => Some(a.as_str()),
+                    _ => None,
+                };
+                let whole = vspan.to(*bspan);
+                match self.env.block(name, bname, attr, whole)? {
+                    Some(v) => {
+                        steps = &steps[if attr.is_some() { 2 } else { 1 }..];
+                        v
+                    }
+                    None => {
+                        return Err(d(whole, "Unsupported attribute", format!("This object does not have an attribute named {bname:?}.")));
+                    }
+                }
+            }
+            _ => self.eval(root)?,
+        };
+        let mut i = 0;
+        while i < steps.len() {
+            match &steps[i] {
+                Step::Attr(name, sp) => cur = get_attr(cur, name, *sp)?,
+                Step::Index(ke, sp) => {
+                    let k = self.eval(ke)?;
+                    cur = index(cur, k, *sp)?;
+                }
+                Step::AttrSplat(_) | Step::FullSplat(_) => {
+                    let full = matches!(steps[i], Step::FullSplat(_));
+                    let mut j = i + 1;
+                    while j < steps.len() && (full || matches!(steps[j], Step::Attr(..))) {
+                        j += 1;
+                    }
+                    let rest = &steps[i + 1..j];
+                    let (items, was_list) = match cur {
+                        Value::Null(_) => (Vec::new(), false),
+                        Value::List(_, v) => (v, true),
+                        Value::Set(_, v) => (v, true),
+                        Value::Tuple(v) => (v, false),
+                        other => (vec![other], false),
+                    };
+                    let mut out = Vec::with_capacity(items.len());
+                    for it in items {
+                        let mut v = it;
+                        for s in rest {
+                            v = match s {
+                                Step::Attr(name, sp) => get_attr(v, name, *sp)?,
+                                Step::Index(ke, sp) => {
+                                    let k = self.eval(ke)?;
+                                    index(v, k, *sp)?
+                                }
+                                _ => v,
+                            };
+                        }
+                        out.push(v);
+                    }
+                    cur = if was_list {
+                        Value::list(out.clone()).unwrap_or(Value::Tuple(out))
+                    } else {
+                        Value::Tuple(out)
+                    };
+                    i = j;
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        Ok(cur)
+    }
+
+    fn for_expr(&mut self, fe: &ForExpr) -> Result<Value, Diags> {
+        let c = self.eval(&fe.coll)?;
+        let items = iter_items(&c, fe.coll.span())?;
+        let n = self.locals.len();
+        let mut tuple = Vec::new();
+        let mut obj: BTreeMap<String, Value> = BTreeMap::new();
+        let mut groups: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for (k, v) in items {
+            self.locals.truncate(n);
+            if let Some(kv) = &fe.key_var {
+                self.locals.push((kv.clone(), k));
+            }
+            self.locals.push((fe.val_var.clone(), v));
+            if let Some(cond) = &fe.cond {
+                let cv = self.eval(cond);
+                let cv = match cv {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.locals.truncate(n);
+                        return Err(e);
+                    }
+                };
+                match convert(cv, &Type::Bool) {
+                    Ok(Value::Bool(true)) => {}
+                    Ok(Value::Bool(false)) => continue,
+                    _ => {
+                        self.locals.truncate(n);
+                        return Err(d(cond.span(), "Invalid 'for' condition", "The 'if' clause value is invalid: bool required."));
+                    }
+                }
+            }
+            let r = (|| -> Result<(), Diags> {
+                match &fe.key_expr {
+                    None => tuple.push(self.eval(&fe.val_expr)?),
+                    Some(ke) => {
+                        let kv = self.eval(ke)?;
+                        let key = match convert(kv, &Type::String) {
+                            Ok(Value::String(s)) => s,
+                            _ => return Err(d(ke.span(), "Invalid object key", "Key expression in 'for' expression must be a string.")),
+                        };
+                        let val = self.eval(&fe.val_expr)?;
+                        if fe.grouping {
+                            groups.entry(key).or_default().push(val);
+                        } else if obj.contains_key(&key) {
+                            return Err(d(
+                                ke.span(),
+                                "Duplicate object key",
+                                format!("Two different items produced the key {key:?} in this 'for' expression. If duplicates are expected, use the ellipsis (...) after the value expression to enable grouping by key."),
+                            ));
+                        } else {
+                            obj.insert(key, val);
+                        }
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                self.locals.truncate(n);
+                return Err(e);
+            }
+        }
+        self.locals.truncate(n);
+        Ok(match &fe.key_expr {
+            None => Value::Tuple(tuple),
+            Some(_) if fe.grouping => Value::Object(groups.into_iter().map(|(k, v)| (k, Value::Tuple(v))).collect()),
+            Some(_) => Value::Object(obj),
+        })
+    }
+}
+
+/// Converts an interpolated value to its string form in a template.
+fn template_string(v: Value, span: Span) -> Result<String, Diags> {
+    match v {
+        Value::Null(_) => Err(d(
+            span,
+            "Invalid template interpolation value",
+            "The expression result is null. Cannot include a null value in a string template.",
+        )),
+        Value::String(s) => Ok(s),
+        Value::Number(n) => Ok(format_number(n)),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(d(
+            span,
+            "Invalid template interpolation value",
+            format!("Cannot include the given value in a string template: string required, but have {}.", other.type_name()),
+        )),
+    }
+}
+
+/// The (key, value) pairs a `for` iterates: index/element for sequences,
+/// key/value for maps and objects.
+fn iter_items(c: &Value, span: Span) -> Result<Vec<(Value, Value)>, Diags> {
+    match c {
+        Value::List(_, v) | Value::Tuple(v) => Ok(v.iter().enumerate().map(|(i, x)| (Value::Number(i as f64), x.clone())).collect()),
+        Value::Set(_, v) => Ok(v.iter().map(|x| (x.clone(), x.clone())).collect()),
+        Value::Map(_, m) | Value::Object(m) => Ok(m.iter().map(|(k, x)| (Value::string(k.clone()), x.clone())).collect()),
+        Value::Null(_) => Err(d(span, "Iteration over null value", "A null value cannot be used as the collection in a 'for' expression.")),
+        other => Err(d(
+            span,
+            "Iteration over non-iterable value",
+            format!("A value of type {} cannot be used as the collection in a 'for' expression.", other.type_name()),
+        )),
+    }
+}
+
+pub fn get_attr(v: Value, name: &str, span: Span) -> Result<Value, Diags> {
+    match v {
+        Value::Object(mut m) | Value::Map(_, mut m) => m
+            .remove(name)
+            .ok_or_else(|| d(span, "Unsupported attribute", format!("This object does not have an attribute named {name:?}."))),
+        Value::Null(_) => Err(d(span, "Attempt to get attribute from null value", "This value is null, so it does not have any attributes.")),
+        other => Err(d(
+            span,
+            "Unsupported attribute",
+            format!("Can't access attributes on a primitive-typed value ({}).", other.type_name()),
+        )),
+    }
+}
+
+pub fn index(v: Value, k: Value, span: Span) -> Result<Value, Diags> {
+    match v {
+        Value::List(_, items) | Value::Tuple(items) => {
+            let i = match convert(k, &Type::Number) {
+                Ok(Value::Number(n)) if n.fract() == 0.0 => n,
+                _ => return Err(d(span, "Invalid index", "The given key does not identify an element in this collection value: a whole number is required.")),
+            };
+            if i < 0.0 || i >= items.len() as f64 {
+                return Err(d(span, "Invalid index", "The given key does not identify an element in this collection value: the given index is greater than or equal to the length of the collection."));
+            }
+            Ok(items.into_iter().nth(i as usize).unwrap_or_else(Value::null))
+        }
+        Value::Map(_, mut m) | Value::Object(mut m) => {
+            let key = match convert(k, &Type::String) {
+                Ok(Value::String(s)) => s,
+                _ => return Err(d(span, "Invalid index", "The given key does not identify an element in this collection value: string required.")),
+            };
+            m.remove(&key).ok_or_else(|| d(span, "Invalid index", "The given key does not identify an element in this collection value."))
+        }
+        Value::Set(..) => Err(d(span, "Invalid index", "Elements of a set are identified only by their value and don't have any separate index or key to select with, so it's only possible to perform operations across all elements of the set.")),
+        Value::Null(_) => Err(d(span, "Attempt to index null value", "This value is null, so it does not have any indices.")),
+        other => Err(d(span, "Invalid index", format!("This value does not have any indices ({}).", other.type_name()))),
+    }
+}
+
+/// Parses a type expression (`string`, `list(number)`, `object({a=string})`, ...).
+pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
+    let bad = |span: Span, what: &str| {
+        Diags::at(span, "Invalid type specification", format!("{what} is not a valid type. Use string, number, bool, any, list(T), set(T), map(T), tuple([...]) or object({{...}})."))
+    };
+    match e {
+        Expr::Var(name, span) => match name.as_str() {
+            "string" => Ok(Type::String),
+            "number" => Ok(Type::Number),
+            "bool" => Ok(Type::Bool),
+            "any" => Ok(Type::Dynamic),
+            other => Err(bad(*span, &format!("{other:?}"))),
+        },
+        Expr::Template(_, span) | Expr::Literal(Value::String(_), span) if is_literal_text(e) => {
+            // JSON syntax: a string holding a type expression.
+            let text = match e {
+                Expr::Literal(Value::String(s), _) => s.clone(),
+                _ => match parts_text(e) {
+                    Some(t) => t,
+                    None => return Err(bad(*span, "this expression")),
+                },
+            };
+            let parsed = crate::native::parse_expr(&text, span.file, span.start as usize).map_err(|_| bad(*span, &format!("{text:?}")))?;
+            if matches!(parsed, Expr::Literal(Value::String(_), _) | Expr::Template(..)) {
+                return Err(bad(*span, &format!("{text:?}")));
+            }
+            type_expr(&parsed)
+        }
+        Expr::Call { name, args, span, .. } => {
+            let args: &[Expr] = args;
+            let one = |args: &[Expr]| -> Result<Type, Diags> {
+                match args {
+                    [a] => type_expr(a),
+                    _ => Err(Diags::at(*span, "Invalid type specification", format!("The {name} type constructor requires one argument specifying the element type."))),
+                }
+            };
+            match name.as_str() {
+                "list" => Ok(Type::list(one(args)?)),
+                "set" => Ok(Type::set(one(args)?)),
+                "map" => Ok(Type::map(one(args)?)),
+                "tuple" => match args {
+                    [Expr::Tuple(items, _)] => Ok(Type::Tuple(items.iter().map(type_expr).collect::<Result<_, _>>()?)),
+                    _ => Err(Diags::at(*span, "Invalid type specification", "The tuple type constructor requires a list of element types.")),
+                },
+                "object" => match args {
+                    [Expr::Object(items, _)] => {
+                        let mut m = BTreeMap::new();
+                        for (k, v) in items {
+                            let key = match k {
+                                ObjKey::Ident(n, _) => n.clone(),
+                                ObjKey::Expr(Expr::Var(n, _)) => n.clone(),
+                                ObjKey::Expr(Expr::Literal(Value::String(s), _)) => s.clone(),
+                                ObjKey::Expr(other) => return Err(bad(other.span(), "this key")),
+                            };
+                            m.insert(key, type_expr(v)?);
+                        }
+                        Ok(Type::Object(m))
+                    }
+                    _ => Err(Diags::at(*span, "Invalid type specification", "The object type constructor requires an object of attribute types.")),
+                },
+                other => Err(bad(*span, &format!("{other}(...)"))),
+            }
+        }
+        other => Err(bad(other.span(), "this expression")),
+    }
+}
+
+fn is_literal_text(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(Value::String(_), _) => true,
+        Expr::Template(parts, _) => parts.iter().all(|p| matches!(p, TPart::Lit(_))),
+        _ => false,
+    }
+}
+
+fn parts_text(e: &Expr) -> Option<String> {
+    match e {
+        Expr::Template(parts, _) => {
+            let mut s = String::new();
+            for p in parts {
+                match p {
+                    TPart::Lit(t) => s.push_str(t),
+                    _ => return None,
+                }
+            }
+            Some(s)
+        }
+        _ => None,
+    }
+}
+
+/// Unifies a tuple into a list when all elements share a type (used when a
+/// declared list attribute receives a tuple).
+pub fn tuple_as_list(v: Value) -> Value {
+    match v {
+        Value::Tuple(items) => match unify_values(&items) {
+            Some(t) => Value::list(items.clone()).unwrap_or(Value::List(t, items)),
+            None => Value::Tuple(items),
+        },
+        other => other,
+    }
+}

@@ -1,0 +1,844 @@
+//! bake's `Target` and `Group` model: decoding attribute values into fields,
+//! the structured list entries (output, cache, secret, ssh, attest, policy)
+//! with buildx's CSV grammar, `Merge` rules, normalisation and the `--print`
+//! JSON form.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value as J};
+
+use crate::value::{Type, Value, convert, to_json};
+
+/// A structured list entry, kept as its `--print` object (`{"type": "local", "dest": "out"}`).
+pub type Entry = BTreeMap<String, J>;
+
+/// Which structured grammar an entry field uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    Output,
+    Cache,
+    Secret,
+    Ssh,
+    Attest,
+    Policy,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Resources {
+    pub memory: Option<String>,
+    pub memory_swap: Option<String>,
+    pub cpu_shares: Option<i64>,
+    pub cpu_period: Option<i64>,
+    pub cpu_quota: Option<i64>,
+    pub cpuset_cpus: Option<String>,
+    pub cpuset_mems: Option<String>,
+}
+
+impl Resources {
+    fn merge(&mut self, o: &Resources) {
+        macro_rules! m {
+            ($($f:ident),*) => {$( if o.$f.is_some() { self.$f = o.$f.clone(); } )*};
+        }
+        m!(memory, memory_swap, cpu_shares, cpu_period, cpu_quota, cpuset_cpus, cpuset_mems);
+    }
+    fn is_empty(&self) -> bool {
+        *self == Resources::default()
+    }
+    fn to_json(&self) -> J {
+        let mut m = Map::new();
+        let mut s = |k: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                m.insert(k.into(), J::String(v.clone()));
+            }
+        };
+        s("memory", &self.memory);
+        s("memory-swap", &self.memory_swap);
+        let mut m2 = m;
+        for (k, v) in [("cpu-shares", self.cpu_shares), ("cpu-period", self.cpu_period), ("cpu-quota", self.cpu_quota)] {
+            if let Some(v) = v {
+                m2.insert(k.into(), J::from(v));
+            }
+        }
+        if let Some(v) = &self.cpuset_cpus {
+            m2.insert("cpuset-cpus".into(), J::String(v.clone()));
+        }
+        if let Some(v) = &self.cpuset_mems {
+            m2.insert("cpuset-mems".into(), J::String(v.clone()));
+        }
+        J::Object(m2)
+    }
+
+    /// Sets one field from its `--set` / HCL key; integers are parsed.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let int = |v: &str| v.trim().parse::<i64>().map_err(|_| format!("invalid value {v:?} for resources.{key}: an integer is required"));
+        match key {
+            "memory" => self.memory = Some(value.into()),
+            "memory-swap" => self.memory_swap = Some(value.into()),
+            "cpu-shares" => self.cpu_shares = Some(int(value)?),
+            "cpu-period" => self.cpu_period = Some(int(value)?),
+            "cpu-quota" => self.cpu_quota = Some(int(value)?),
+            "cpuset-cpus" => self.cpuset_cpus = Some(value.into()),
+            "cpuset-mems" => self.cpuset_mems = Some(value.into()),
+            _ => return Err(format!("unknown resources key: {key}")),
+        }
+        Ok(())
+    }
+}
+
+/// A bake target. `Option` marks "not set" where bake's merge rules care.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Target {
+    pub name: String,
+    pub description: Option<String>,
+    pub inherits: Option<Vec<String>>,
+    pub annotations: Option<Vec<String>>,
+    pub attest: Option<Vec<Entry>>,
+    pub context: Option<String>,
+    pub contexts: Option<BTreeMap<String, String>>,
+    pub dockerfile: Option<String>,
+    pub dockerfile_inline: Option<String>,
+    pub args: Option<BTreeMap<String, Option<String>>>,
+    pub labels: Option<BTreeMap<String, Option<String>>>,
+    pub tags: Option<Vec<String>>,
+    pub cache_from: Option<Vec<Entry>>,
+    pub cache_to: Option<Vec<Entry>>,
+    pub target: Option<String>,
+    pub secret: Option<Vec<Entry>>,
+    pub ssh: Option<Vec<Entry>>,
+    pub platforms: Option<Vec<String>>,
+    pub output: Option<Vec<Entry>>,
+    pub pull: Option<bool>,
+    pub no_cache: Option<bool>,
+    pub network: Option<String>,
+    pub no_cache_filter: Option<Vec<String>>,
+    pub shm_size: Option<String>,
+    pub ulimits: Option<Vec<String>>,
+    pub resources: Option<Resources>,
+    pub call: Option<String>,
+    pub entitlements: Option<Vec<String>>,
+    pub extra_hosts: Option<BTreeMap<String, Option<String>>>,
+    pub policy: Option<Vec<Entry>>,
+    /// Set when the target was pulled in by a `target:` link rather than requested.
+    pub linked: bool,
+}
+
+/// A bake group.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Group {
+    pub name: String,
+    pub description: Option<String>,
+    pub targets: Vec<String>,
+}
+
+/// The attribute names a `target` block accepts (besides `matrix` and `name`).
+pub const TARGET_ATTRS: &[&str] = &[
+    "description",
+    "inherits",
+    "annotations",
+    "attest",
+    "context",
+    "contexts",
+    "dockerfile",
+    "dockerfile-inline",
+    "args",
+    "labels",
+    "tags",
+    "cache-from",
+    "cache-to",
+    "target",
+    "secret",
+    "ssh",
+    "platforms",
+    "output",
+    "pull",
+    "no-cache",
+    "network",
+    "no-cache-filter",
+    "shm-size",
+    "ulimits",
+    "resources",
+    "call",
+    "entitlements",
+    "extra-hosts",
+    "policy",
+];
+
+// ------------------------------------------------------------------ decoding
+
+fn want_string(v: Value, attr: &str) -> Result<Option<String>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    match convert(v, &Type::String) {
+        Ok(Value::String(s)) => Ok(Some(s)),
+        _ => Err(format!("Inappropriate value for attribute {attr:?}: string required.")),
+    }
+}
+
+fn want_bool(v: Value, attr: &str) -> Result<Option<bool>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    match convert(v, &Type::Bool) {
+        Ok(Value::Bool(b)) => Ok(Some(b)),
+        _ => Err(format!("Inappropriate value for attribute {attr:?}: bool required.")),
+    }
+}
+
+fn want_strings(v: Value, attr: &str) -> Result<Option<Vec<String>>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let Some(items) = v.as_seq() else {
+        return Err(format!("Inappropriate value for attribute {attr:?}: list of string required."));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for it in items {
+        if it.is_null() {
+            return Err(format!("Inappropriate value for attribute {attr:?}: element must not be null."));
+        }
+        match convert(it.clone(), &Type::String) {
+            Ok(Value::String(s)) => out.push(s),
+            _ => return Err(format!("Inappropriate value for attribute {attr:?}: list of string required.")),
+        }
+    }
+    Ok(Some(out))
+}
+
+fn want_map(v: Value, attr: &str) -> Result<Option<BTreeMap<String, Option<String>>>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let Some(entries) = v.as_entries() else {
+        return Err(format!("Inappropriate value for attribute {attr:?}: map of string required."));
+    };
+    let mut out = BTreeMap::new();
+    for (k, e) in entries {
+        if e.is_null() {
+            out.insert(k.clone(), None);
+            continue;
+        }
+        match convert(e.clone(), &Type::String) {
+            Ok(Value::String(s)) => {
+                out.insert(k.clone(), Some(s));
+            }
+            _ => return Err(format!("Inappropriate value for attribute {attr:?}: map of string required.")),
+        }
+    }
+    Ok(Some(out))
+}
+
+fn want_entries(v: Value, attr: &str, kind: EntryKind) -> Result<Option<Vec<Entry>>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let Some(items) = v.as_seq() else {
+        return Err(format!("Inappropriate value for attribute {attr:?}: list required."));
+    };
+    let mut out = Vec::new();
+    for it in items {
+        match it {
+            Value::Null(_) => {}
+            Value::String(s) if s.is_empty() => {}
+            Value::String(s) => out.extend(parse_entries(s, kind)?),
+            Value::Object(m) | Value::Map(_, m) => out.push(entry_from_object(m, kind)?),
+            other => {
+                return Err(format!(
+                    "Inappropriate value for attribute {attr:?}: string or object required, got {}.",
+                    other.type_name()
+                ));
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+fn entry_from_object(m: &BTreeMap<String, Value>, kind: EntryKind) -> Result<Entry, String> {
+    let mut e = Entry::new();
+    for (k, v) in m {
+        if v.is_null() {
+            continue;
+        }
+        if kind == EntryKind::Ssh && k == "paths" {
+            let paths = want_strings(v.clone(), "paths")?.unwrap_or_default();
+            e.insert("paths".into(), J::Array(paths.into_iter().map(J::String).collect()));
+            continue;
+        }
+        let s = match convert(v.clone(), &Type::String) {
+            Ok(Value::String(s)) => s,
+            _ => return Err(format!("invalid value for {k:?}: string required")),
+        };
+        insert_attr(&mut e, kind, k, s)?;
+    }
+    finish_entry(e, kind)
+}
+
+fn insert_attr(e: &mut Entry, kind: EntryKind, key: &str, value: String) -> Result<(), String> {
+    let key_l = key.trim().to_ascii_lowercase();
+    match kind {
+        EntryKind::Secret => {
+            let k = match key_l.as_str() {
+                "source" => "src".to_string(),
+                other => other.to_string(),
+            };
+            match k.as_str() {
+                "id" | "src" | "env" | "type" => {
+                    e.insert(k, J::String(value));
+                }
+                other => return Err(format!("unexpected key '{other}' in secret")),
+            }
+        }
+        EntryKind::Attest if key_l == "disabled" => {
+            let b = parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for disabled"))?;
+            e.insert("disabled".into(), J::Bool(b));
+        }
+        EntryKind::Output | EntryKind::Attest | EntryKind::Cache | EntryKind::Policy => {
+            e.insert(if kind == EntryKind::Output || kind == EntryKind::Cache { key_l } else { key.to_string() }, J::String(value));
+        }
+        EntryKind::Ssh => {
+            e.insert(key.to_string(), J::String(value));
+        }
+    }
+    Ok(())
+}
+
+fn finish_entry(mut e: Entry, kind: EntryKind) -> Result<Entry, String> {
+    match kind {
+        EntryKind::Secret => {
+            let ty = e.remove("type").and_then(|v| v.as_str().map(String::from));
+            if ty.as_deref() == Some("env") && !e.contains_key("env") {
+                if let Some(src) = e.remove("src") {
+                    e.insert("env".into(), src);
+                }
+            }
+            if let Some(t) = ty.as_deref() {
+                if t != "env" && t != "file" {
+                    return Err(format!("unsupported secret type {t:?}"));
+                }
+            }
+            if !e.contains_key("id") {
+                // buildx derives the id from the env name or the file's base name.
+                let id = e
+                    .get("env")
+                    .or_else(|| e.get("src"))
+                    .and_then(|v| v.as_str())
+                    .map(|s| if e.contains_key("env") { s.to_string() } else { go_base(s) })
+                    .unwrap_or_default();
+                e.insert("id".into(), J::String(id));
+            }
+        }
+        EntryKind::Output | EntryKind::Cache => {
+            if !e.contains_key("type") {
+                return Err(format!("type is required for {}", if kind == EntryKind::Output { "output" } else { "cache" }));
+            }
+        }
+        EntryKind::Attest => {
+            if !e.contains_key("type") {
+                return Err("attestation type not specified".into());
+            }
+        }
+        EntryKind::Ssh | EntryKind::Policy => {}
+    }
+    Ok(e)
+}
+
+/// Parses one CSV-form entry string; a cache string without `=` is a CSV list
+/// of registry refs and yields several entries.
+pub fn parse_entries(s: &str, kind: EntryKind) -> Result<Vec<Entry>, String> {
+    let fields = csv_fields(s)?;
+    match kind {
+        EntryKind::Output => {
+            if fields.len() == 1 && fields[0] == s && !s.starts_with("type=") {
+                let mut e = Entry::new();
+                if s == "-" {
+                    e.insert("type".into(), J::String("tar".into()));
+                } else {
+                    e.insert("type".into(), J::String("local".into()));
+                }
+                e.insert("dest".into(), J::String(s.into()));
+                return Ok(vec![e]);
+            }
+        }
+        EntryKind::Cache => {
+            if !s.contains('=') {
+                return Ok(fields
+                    .into_iter()
+                    .filter(|f| !f.is_empty())
+                    .map(|f| {
+                        let mut e = Entry::new();
+                        e.insert("type".into(), J::String("registry".into()));
+                        e.insert("ref".into(), J::String(f));
+                        e
+                    })
+                    .collect());
+            }
+        }
+        EntryKind::Ssh => {
+            let mut e = Entry::new();
+            let (id, paths) = match s.split_once('=') {
+                Some((id, p)) => (id.to_string(), p.split(',').map(String::from).collect::<Vec<_>>()),
+                None => (s.to_string(), Vec::new()),
+            };
+            e.insert("id".into(), J::String(id));
+            if !paths.is_empty() {
+                e.insert("paths".into(), J::Array(paths.into_iter().map(J::String).collect()));
+            }
+            return Ok(vec![e]);
+        }
+        _ => {}
+    }
+    let mut e = Entry::new();
+    for f in fields {
+        let Some((k, v)) = f.split_once('=') else {
+            if kind == EntryKind::Secret || kind == EntryKind::Attest || kind == EntryKind::Policy {
+                return Err(format!("invalid field '{f}' must be a key=value pair"));
+            }
+            return Err(format!("invalid value {f}"));
+        };
+        insert_attr(&mut e, kind, k, v.to_string())?;
+    }
+    Ok(vec![finish_entry(e, kind)?])
+}
+
+/// Splits a CSV record the way Go's encoding/csv (via go-csvvalue) does for one line.
+pub fn csv_fields(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = s.chars().peekable();
+    let mut at_start = true;
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    chars.next();
+                    cur.push('"');
+                } else {
+                    quoted = false;
+                    match chars.peek() {
+                        None | Some(',') => {}
+                        Some(_) => return Err(format!("parse error: extraneous or missing \" in quoted-field in {s:?}")),
+                    }
+                }
+            } else {
+                cur.push(c);
+            }
+            continue;
+        }
+        match c {
+            '"' if at_start => {
+                quoted = true;
+                at_start = false;
+            }
+            ',' => {
+                out.push(std::mem::take(&mut cur));
+                at_start = true;
+            }
+            '"' => return Err(format!("parse error: bare \" in non-quoted-field in {s:?}")),
+            c => {
+                cur.push(c);
+                at_start = false;
+            }
+        }
+    }
+    if quoted {
+        return Err(format!("parse error: extraneous or missing \" in quoted-field in {s:?}"));
+    }
+    out.push(cur);
+    Ok(out)
+}
+
+/// Go `strconv.ParseBool`.
+pub fn parse_go_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Go `path.Base`.
+pub fn go_base(p: &str) -> String {
+    if p.is_empty() {
+        return ".".into();
+    }
+    let t = p.trim_end_matches('/');
+    if t.is_empty() {
+        return "/".into();
+    }
+    t.rsplit('/').next().unwrap_or(t).to_string()
+}
+
+fn want_resources(v: Value) -> Result<Option<Resources>, String> {
+    if v.is_null() {
+        return Ok(None);
+    }
+    let Some(m) = v.as_entries() else {
+        return Err("Inappropriate value for attribute \"resources\": object required.".into());
+    };
+    let mut r = Resources::default();
+    for (k, e) in m {
+        if e.is_null() {
+            continue;
+        }
+        let s = match convert(e.clone(), &Type::String) {
+            Ok(Value::String(s)) => s,
+            _ => return Err(format!("Inappropriate value for resources.{k}: string or number required.")),
+        };
+        r.set(k, &s).map_err(|e| format!("Unsupported argument; {e}"))?;
+    }
+    Ok(Some(r))
+}
+
+impl Target {
+    /// Sets one attribute from an evaluated value (what gohcl's decode does).
+    pub fn set_attr(&mut self, attr: &str, v: Value) -> Result<(), String> {
+        match attr {
+            "description" => self.description = want_string(v, attr)?,
+            "inherits" => self.inherits = want_strings(v, attr)?,
+            "annotations" => self.annotations = want_strings(v, attr)?,
+            "attest" => self.attest = want_entries(v, attr, EntryKind::Attest)?,
+            "context" => self.context = want_string(v, attr)?,
+            "contexts" => {
+                self.contexts = want_map(v, attr)?.map(|m| m.into_iter().map(|(k, v)| (k, v.unwrap_or_default())).collect())
+            }
+            "dockerfile" => self.dockerfile = want_string(v, attr)?,
+            "dockerfile-inline" => self.dockerfile_inline = want_string(v, attr)?,
+            "args" => self.args = want_map(v, attr)?,
+            "labels" => self.labels = want_map(v, attr)?,
+            "tags" => self.tags = want_strings(v, attr)?,
+            "cache-from" => self.cache_from = want_entries(v, attr, EntryKind::Cache)?,
+            "cache-to" => self.cache_to = want_entries(v, attr, EntryKind::Cache)?,
+            "target" => self.target = want_string(v, attr)?,
+            "secret" => self.secret = want_entries(v, attr, EntryKind::Secret)?,
+            "ssh" => self.ssh = want_entries(v, attr, EntryKind::Ssh)?,
+            "platforms" => self.platforms = want_strings(v, attr)?,
+            "output" => self.output = want_entries(v, attr, EntryKind::Output)?,
+            "pull" => self.pull = want_bool(v, attr)?,
+            "no-cache" => self.no_cache = want_bool(v, attr)?,
+            "network" => self.network = want_string(v, attr)?,
+            "no-cache-filter" => self.no_cache_filter = want_strings(v, attr)?,
+            "shm-size" => self.shm_size = want_string(v, attr)?,
+            "ulimits" => self.ulimits = want_strings(v, attr)?,
+            "resources" => self.resources = want_resources(v)?,
+            "call" => self.call = want_string(v, attr)?,
+            "entitlements" => self.entitlements = want_strings(v, attr)?,
+            "extra-hosts" => self.extra_hosts = want_map(v, attr)?,
+            "policy" => self.policy = want_entries(v, attr, EntryKind::Policy)?,
+            other => return Err(format!("An argument named {other:?} is not expected here.")),
+        }
+        Ok(())
+    }
+
+    /// The value `target.<name>.<attr>` reads: the decoded field re-encoded, so
+    /// structured entries read back as objects.
+    pub fn attr_value(&self, attr: &str) -> Value {
+        if attr == "name" {
+            return Value::string(self.name.clone());
+        }
+        let j = self.field_json(attr, false);
+        match j {
+            None => Value::null(),
+            Some(j) => {
+                let v = crate::value::from_json(&j);
+                // Lists of strings read back as lists, maps as maps.
+                match v {
+                    Value::Tuple(items) => Value::list(items.clone()).unwrap_or(Value::Tuple(items)),
+                    Value::Object(m) if matches!(attr, "args" | "labels" | "contexts" | "extra-hosts") => {
+                        Value::map(m.clone()).unwrap_or(Value::Object(m))
+                    }
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// `Target.Merge`: fold `o` (a later block, or the child over its parents) into `self`.
+    pub fn merge(&mut self, o: &Target) {
+        fn over<T: Clone>(a: &mut Option<T>, b: &Option<T>) {
+            if b.is_some() {
+                *a = b.clone();
+            }
+        }
+        fn append<T: Clone>(a: &mut Option<Vec<T>>, b: &Option<Vec<T>>) {
+            if let Some(b) = b {
+                a.get_or_insert_with(Vec::new).extend(b.iter().cloned());
+            }
+        }
+        fn keywise(a: &mut Option<BTreeMap<String, Option<String>>>, b: &Option<BTreeMap<String, Option<String>>>) {
+            if let Some(b) = b {
+                let m = a.get_or_insert_with(BTreeMap::new);
+                for (k, v) in b {
+                    if v.is_some() {
+                        m.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        if o.description.as_deref().is_some_and(|d| !d.is_empty()) {
+            self.description = o.description.clone();
+        }
+        append(&mut self.inherits, &o.inherits);
+        over(&mut self.context, &o.context);
+        if let Some(b) = &o.contexts {
+            let m = self.contexts.get_or_insert_with(BTreeMap::new);
+            for (k, v) in b {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        over(&mut self.dockerfile, &o.dockerfile);
+        over(&mut self.dockerfile_inline, &o.dockerfile_inline);
+        keywise(&mut self.args, &o.args);
+        keywise(&mut self.labels, &o.labels);
+        over(&mut self.tags, &o.tags);
+        if let Some(b) = &o.cache_from {
+            let a = self.cache_from.get_or_insert_with(Vec::new);
+            for e in b {
+                if !a.contains(e) {
+                    a.push(e.clone());
+                }
+            }
+        }
+        over(&mut self.cache_to, &o.cache_to);
+        over(&mut self.target, &o.target);
+        if let Some(b) = &o.secret {
+            merge_by_key(self.secret.get_or_insert_with(Vec::new), b, "id");
+        }
+        if let Some(b) = &o.ssh {
+            merge_by_key(self.ssh.get_or_insert_with(Vec::new), b, "id");
+        }
+        over(&mut self.platforms, &o.platforms);
+        over(&mut self.output, &o.output);
+        over(&mut self.pull, &o.pull);
+        over(&mut self.no_cache, &o.no_cache);
+        over(&mut self.network, &o.network);
+        append(&mut self.no_cache_filter, &o.no_cache_filter);
+        over(&mut self.shm_size, &o.shm_size);
+        append(&mut self.ulimits, &o.ulimits);
+        if let Some(r) = &o.resources {
+            self.resources.get_or_insert_with(Resources::default).merge(r);
+        }
+        over(&mut self.call, &o.call);
+        append(&mut self.entitlements, &o.entitlements);
+        keywise(&mut self.extra_hosts, &o.extra_hosts);
+        append(&mut self.annotations, &o.annotations);
+        if let Some(b) = &o.attest {
+            merge_by_key(self.attest.get_or_insert_with(Vec::new), b, "type");
+        }
+        append(&mut self.policy, &o.policy);
+    }
+
+    /// `normalize()`: dedupe lists, drop empty strings and empty contexts,
+    /// `network = host` adds the `network.host` entitlement.
+    pub fn normalize(&mut self) {
+        fn dedupe(v: &mut Option<Vec<String>>) {
+            if let Some(list) = v {
+                let mut seen = std::collections::HashSet::new();
+                list.retain(|s| !s.is_empty() && seen.insert(s.clone()));
+            }
+        }
+        dedupe(&mut self.annotations);
+        dedupe(&mut self.tags);
+        dedupe(&mut self.platforms);
+        dedupe(&mut self.no_cache_filter);
+        dedupe(&mut self.ulimits);
+        if self.network.as_deref() == Some("host") {
+            let e = self.entitlements.get_or_insert_with(Vec::new);
+            e.push("network.host".into());
+        }
+        dedupe(&mut self.entitlements);
+        for list in [&mut self.cache_from, &mut self.cache_to, &mut self.output] {
+            if let Some(l) = list {
+                let mut out: Vec<Entry> = Vec::new();
+                for e in l.drain(..) {
+                    if !out.contains(&e) {
+                        out.push(e);
+                    }
+                }
+                *l = out;
+            }
+        }
+        if let Some(a) = &mut self.attest {
+            let mut out: Vec<Entry> = Vec::new();
+            merge_by_key(&mut out, a, "type");
+            *a = out;
+        }
+        if let Some(s) = &mut self.secret {
+            let mut out: Vec<Entry> = Vec::new();
+            merge_by_key(&mut out, s, "id");
+            *s = out;
+        }
+        if let Some(s) = &mut self.ssh {
+            let mut out: Vec<Entry> = Vec::new();
+            merge_by_key(&mut out, s, "id");
+            *s = out;
+        }
+        if let Some(c) = &mut self.contexts {
+            c.retain(|_, v| !v.is_empty());
+        }
+    }
+
+    /// The JSON of one field in `--print` form, `None` when the field is
+    /// unset or empty (Go's `omitempty`). With `escape`, `${`/`%{` in
+    /// args, labels, annotations, dockerfile-inline and extra-hosts are
+    /// escaped as `--print` does.
+    pub fn field_json(&self, attr: &str, escape: bool) -> Option<J> {
+        let esc = |s: &str| if escape { escape_template(s) } else { s.to_string() };
+        let strs = |v: &Option<Vec<String>>, e: bool| {
+            v.as_ref()
+                .filter(|l| !l.is_empty())
+                .map(|l| J::Array(l.iter().map(|s| J::String(if e { esc(s) } else { s.clone() })).collect()))
+        };
+        let entries = |v: &Option<Vec<Entry>>| {
+            v.as_ref()
+                .filter(|l| !l.is_empty())
+                .map(|l| J::Array(l.iter().map(|e| J::Object(e.clone().into_iter().collect())).collect()))
+        };
+        let smap = |m: &Option<BTreeMap<String, Option<String>>>, e: bool| {
+            m.as_ref().filter(|m| !m.is_empty()).map(|m| {
+                J::Object(
+                    m.iter()
+                        .map(|(k, v)| {
+                            (k.clone(), v.as_ref().map(|s| J::String(if e { esc(s) } else { s.clone() })).unwrap_or(J::Null))
+                        })
+                        .collect(),
+                )
+            })
+        };
+        let s = |v: &Option<String>| v.as_ref().filter(|s| !s.is_empty()).map(|s| J::String(s.clone()));
+        match attr {
+            "description" => s(&self.description),
+            "inherits" => strs(&self.inherits, false),
+            "annotations" => strs(&self.annotations, true),
+            "attest" => entries(&self.attest),
+            "context" => self.context.as_ref().map(|s| J::String(s.clone())),
+            "contexts" => self
+                .contexts
+                .as_ref()
+                .filter(|m| !m.is_empty())
+                .map(|m| J::Object(m.iter().map(|(k, v)| (k.clone(), J::String(v.clone()))).collect())),
+            "dockerfile" => self.dockerfile.as_ref().map(|s| J::String(s.clone())),
+            "dockerfile-inline" => self.dockerfile_inline.as_ref().filter(|s| !s.is_empty()).map(|s| J::String(esc(s))),
+            "args" => smap(&self.args, true),
+            "labels" => smap(&self.labels, true),
+            "tags" => strs(&self.tags, false),
+            "cache-from" => entries(&self.cache_from),
+            "cache-to" => entries(&self.cache_to),
+            "target" => s(&self.target),
+            "secret" => entries(&self.secret),
+            "ssh" => entries(&self.ssh),
+            "platforms" => strs(&self.platforms, false),
+            "output" => entries(&self.output),
+            "pull" => self.pull.map(J::Bool),
+            "no-cache" => self.no_cache.map(J::Bool),
+            "network" => s(&self.network),
+            "no-cache-filter" => strs(&self.no_cache_filter, false),
+            "shm-size" => s(&self.shm_size),
+            "ulimits" => strs(&self.ulimits, false),
+            "resources" => self.resources.as_ref().filter(|r| !r.is_empty()).map(Resources::to_json),
+            "call" => s(&self.call),
+            "entitlements" => strs(&self.entitlements, false),
+            "extra-hosts" => smap(&self.extra_hosts, true),
+            "policy" => entries(&self.policy),
+            _ => None,
+        }
+    }
+
+    /// The target as `--print` prints it (fields in buildx's struct order).
+    pub fn to_json(&self, escape: bool) -> J {
+        let mut m = Map::new();
+        for attr in TARGET_ATTRS {
+            if let Some(v) = self.field_json(attr, escape) {
+                m.insert((*attr).to_string(), v);
+            }
+        }
+        J::Object(m)
+    }
+}
+
+fn merge_by_key(a: &mut Vec<Entry>, b: &[Entry], key: &str) {
+    for e in b {
+        let k = e.get(key);
+        if let Some(pos) = a.iter().position(|x| x.get(key) == k) {
+            a[pos] = e.clone();
+        } else {
+            a.push(e.clone());
+        }
+    }
+}
+
+/// `${` → `$${` and `%{` → `%%{`, so printed output is again valid bake input.
+pub fn escape_template(s: &str) -> String {
+    s.replace("${", "$${").replace("%{", "%%{")
+}
+
+impl Group {
+    pub fn to_json(&self) -> J {
+        let mut m = Map::new();
+        if let Some(d) = self.description.as_ref().filter(|d| !d.is_empty()) {
+            m.insert("description".into(), J::String(d.clone()));
+        }
+        m.insert("targets".into(), J::Array(self.targets.iter().map(|t| J::String(t.clone())).collect()));
+        J::Object(m)
+    }
+}
+
+/// Converts a value for a target/group attribute reference (`target.x.y`).
+pub fn value_json(v: &Value) -> J {
+    to_json(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_shorthand() {
+        let e = parse_entries("out", EntryKind::Output).unwrap();
+        assert_eq!(J::Object(e[0].clone().into_iter().collect()), serde_json::json!({"type":"local","dest":"out"}));
+        let e = parse_entries("-", EntryKind::Output).unwrap();
+        assert_eq!(e[0]["type"], "tar");
+        assert!(parse_entries("dest=x", EntryKind::Output).is_err());
+    }
+
+    #[test]
+    fn cache_ref_list() {
+        let e = parse_entries("ref1,ref2", EntryKind::Cache).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[1]["ref"], "ref2");
+    }
+
+    #[test]
+    fn attest_disabled_is_bool_and_csv_quotes() {
+        let e = parse_entries("type=sbom,disabled=true,\"ENV1=bar,baz\"", EntryKind::Attest).unwrap();
+        assert_eq!(e[0]["disabled"], J::Bool(true));
+        assert_eq!(e[0]["ENV1"], "bar,baz");
+    }
+
+    #[test]
+    fn secret_env_type_moves_src() {
+        let e = parse_entries("id=x,type=env,src=TOKEN", EntryKind::Secret).unwrap();
+        assert_eq!(e[0]["env"], "TOKEN");
+        assert!(!e[0].contains_key("src"));
+    }
+
+    #[test]
+    fn csv_errors() {
+        assert!(csv_fields("a\"b").is_err());
+        assert!(csv_fields("\"abc").is_err());
+        assert_eq!(csv_fields("a,\"b,c\"").unwrap(), vec!["a", "b,c"]);
+    }
+
+    #[test]
+    fn merge_rules() {
+        let mut a = Target::default();
+        a.set_attr("tags", Value::Tuple(vec![Value::string("a")])).unwrap();
+        a.set_attr("args", Value::Object([("X".to_string(), Value::string("1"))].into())).unwrap();
+        let mut b = Target::default();
+        b.set_attr("tags", Value::Tuple(vec![])).unwrap();
+        b.set_attr("args", Value::Object([("X".to_string(), Value::null())].into())).unwrap();
+        a.merge(&b);
+        assert_eq!(a.tags, Some(vec![]));
+        assert_eq!(a.args.unwrap()["X"], Some("1".into()));
+    }
+}

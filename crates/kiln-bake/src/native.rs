@@ -1,0 +1,330 @@
+//! The HCL native syntax front end: parses with `hcl-edit` (which keeps byte
+//! spans) and lowers its tree into [`crate::ast`].
+
+use hcl_edit::Span as _;
+use hcl_edit::expr::{self as he, Expression as E};
+use hcl_edit::structure as hs;
+use hcl_edit::template::{self as ht, Element, Strip};
+
+use crate::ast::*;
+use crate::diag::{Diag, Diags};
+use crate::value::Value;
+
+/// Parses a whole file body.
+pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
+    let body = hcl_edit::parser::parse_body(text).map_err(|e| parse_error(&e, text, file, 0))?;
+    let mut lw = Lower { file, base: 0 };
+    Ok(lw.body(&body, Span::new(file, 0, text.len())))
+}
+
+/// Parses a template (the contents of a JSON string), whose text starts at byte
+/// `base` of file `file`.
+pub fn parse_template(text: &str, file: u32, base: usize) -> Result<Expr, Diags> {
+    let t = hcl_edit::parser::parse_template(text).map_err(|e| parse_error(&e, text, file, base))?;
+    let mut lw = Lower { file, base };
+    let span = Span::new(file, base, base + text.len());
+    let parts = lw.template(&t);
+    Ok(Expr::Template(parts, span))
+}
+
+/// Parses a standalone expression (a JSON syntax `type` or a `--set` value).
+pub fn parse_expr(text: &str, file: u32, base: usize) -> Result<Expr, Diags> {
+    let e = hcl_edit::parser::parse_expr(text).map_err(|e| parse_error(&e, text, file, base))?;
+    let mut lw = Lower { file, base };
+    Ok(lw.expr(&e))
+}
+
+fn parse_error(e: &hcl_edit::parser::Error, text: &str, file: u32, base: usize) -> Diags {
+    let loc = e.location();
+    // Translate the 1-based line/column back to a byte offset.
+    let mut offset = 0usize;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == loc.line() {
+            offset += line
+                .char_indices()
+                .nth(loc.column().saturating_sub(1))
+                .map(|(b, _)| b)
+                .unwrap_or(line.len());
+            break;
+        }
+        offset += line.len();
+    }
+    let offset = offset.min(text.len());
+    let end = (offset + 1).min(text.len()).max(offset);
+    Diags::one(Diag::at(
+        Span::new(file, base + offset, base + end),
+        "Invalid HCL syntax",
+        e.message().to_string(),
+    ))
+}
+
+struct Lower {
+    file: u32,
+    base: usize,
+}
+
+impl Lower {
+    fn span(&self, r: Option<std::ops::Range<usize>>) -> Span {
+        let r = r.unwrap_or(0..0);
+        Span::new(self.file, self.base + r.start, self.base + r.end)
+    }
+
+    fn body(&mut self, body: &hs::Body, span: Span) -> Body {
+        let mut out = Body { span, ..Body::default() };
+        for s in body.iter() {
+            match s {
+                hs::Structure::Attribute(a) => out.attrs.push(Attribute {
+                    name: a.key.as_str().to_string(),
+                    name_span: self.span(a.key.span()),
+                    expr: self.expr(&a.value),
+                }),
+                hs::Structure::Block(b) => {
+                    let labels = b
+                        .labels
+                        .iter()
+                        .map(|l| (l.as_str().to_string(), self.span(l.span())))
+                        .collect::<Vec<_>>();
+                    let head_start = b.ident.span().map(|r| r.start).unwrap_or(0);
+                    let head_end = labels
+                        .last()
+                        .map(|(_, s)| s.end as usize - self.base)
+                        .or(b.ident.span().map(|r| r.end))
+                        .unwrap_or(head_start);
+                    let bspan = self.span(b.body.span().or(b.span()));
+                    out.blocks.push(Block {
+                        kind: b.ident.as_str().to_string(),
+                        labels,
+                        body: self.body(&b.body, bspan),
+                        span: self.span(Some(head_start..head_end)),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn expr(&mut self, e: &E) -> Expr {
+        let span = self.span(e.span());
+        match e {
+            E::Null(_) => Expr::Literal(Value::null(), span),
+            E::Bool(b) => Expr::Literal(Value::Bool(*b.value()), span),
+            E::Number(n) => Expr::Literal(Value::Number(n.value().as_f64().unwrap_or(f64::MAX)), span),
+            E::String(s) => Expr::Literal(Value::String(s.value().to_string()), span),
+            E::Array(a) => Expr::Tuple(a.iter().map(|x| self.expr(x)).collect(), span),
+            E::Object(o) => {
+                let mut items = Vec::new();
+                for (k, v) in o.iter() {
+                    let key = match k {
+                        he::ObjectKey::Ident(id) => ObjKey::Ident(id.as_str().to_string(), self.span(id.span())),
+                        he::ObjectKey::Expression(x) => match x {
+                            // `{ (foo) = 1 }` evaluates foo; a bare traversal key like
+                            // `foo.bar` is also an expression.
+                            _ => ObjKey::Expr(self.expr(x)),
+                        },
+                    };
+                    items.push((key, self.expr(v.expr())));
+                }
+                Expr::Object(items, span)
+            }
+            E::StringTemplate(t) => Expr::Template(self.template(t), span),
+            E::HeredocTemplate(h) => Expr::Template(self.template(&h.template), span),
+            E::Parenthesis(p) => {
+                let inner = self.expr(p.inner());
+                // Keep the parenthesised span for messages.
+                match inner {
+                    Expr::Var(n, _) => Expr::Var(n, span),
+                    other => other,
+                }
+            }
+            E::Variable(v) => Expr::Var(v.as_str().to_string(), span),
+            E::Conditional(c) => Expr::Cond {
+                cond: Box::new(self.expr(&c.cond_expr)),
+                then: Box::new(self.expr(&c.true_expr)),
+                otherwise: Box::new(self.expr(&c.false_expr)),
+                span,
+            },
+            E::FuncCall(f) => {
+                let mut name = String::new();
+                for ns in &f.name.namespace {
+                    name.push_str(ns.as_str());
+                    name.push_str("::");
+                }
+                name.push_str(f.name.name.as_str());
+                Expr::Call {
+                    name,
+                    args: f.args.iter().map(|a| self.expr(a)).collect(),
+                    expand_final: f.args.expand_final(),
+                    span,
+                }
+            }
+            E::Traversal(t) => {
+                let root = self.expr(&t.expr);
+                let steps = t
+                    .operators
+                    .iter()
+                    .map(|op| {
+                        let sp = self.span(op.span());
+                        match op.value() {
+                            he::TraversalOperator::AttrSplat(_) => Step::AttrSplat(sp),
+                            he::TraversalOperator::FullSplat(_) => Step::FullSplat(sp),
+                            he::TraversalOperator::GetAttr(id) => Step::Attr(id.as_str().to_string(), sp),
+                            he::TraversalOperator::Index(x) => Step::Index(self.expr(x), sp),
+                            he::TraversalOperator::LegacyIndex(n) => {
+                                Step::Index(Expr::Literal(Value::Number(*n.value() as f64), sp), sp)
+                            }
+                        }
+                    })
+                    .collect();
+                Expr::Traversal { root: Box::new(root), steps, span }
+            }
+            E::UnaryOp(u) => Expr::Unary {
+                op: match u.operator.value() {
+                    he::UnaryOperator::Neg => UnaryOp::Neg,
+                    he::UnaryOperator::Not => UnaryOp::Not,
+                },
+                expr: Box::new(self.expr(&u.expr)),
+                span,
+            },
+            E::BinaryOp(b) => {
+                use he::BinaryOperator as B;
+                let op = match b.operator.value() {
+                    B::Eq => BinOp::Eq,
+                    B::NotEq => BinOp::NotEq,
+                    B::LessEq => BinOp::LtEq,
+                    B::GreaterEq => BinOp::GtEq,
+                    B::Less => BinOp::Lt,
+                    B::Greater => BinOp::Gt,
+                    B::Plus => BinOp::Add,
+                    B::Minus => BinOp::Sub,
+                    B::Mul => BinOp::Mul,
+                    B::Div => BinOp::Div,
+                    B::Mod => BinOp::Mod,
+                    B::And => BinOp::And,
+                    B::Or => BinOp::Or,
+                };
+                Expr::Binary { op, lhs: Box::new(self.expr(&b.lhs_expr)), rhs: Box::new(self.expr(&b.rhs_expr)), span }
+            }
+            E::ForExpr(f) => Expr::For(Box::new(ForExpr {
+                key_var: f.intro.key_var.as_ref().map(|k| k.as_str().to_string()),
+                val_var: f.intro.value_var.as_str().to_string(),
+                coll: self.expr(&f.intro.collection_expr),
+                key_expr: f.key_expr.as_ref().map(|k| self.expr(k)),
+                val_expr: self.expr(&f.value_expr),
+                cond: f.cond.as_ref().map(|c| self.expr(&c.expr)),
+                grouping: f.grouping,
+                span,
+            })),
+        }
+    }
+
+    /// Lowers a template, applying `~` whitespace strip markers to the
+    /// neighbouring literals.
+    fn template(&mut self, t: &ht::Template) -> Vec<TPart> {
+        // First lower every element, remembering the strip flags around it.
+        let elems: Vec<&Element> = t.iter().collect();
+        let mut parts: Vec<(TPart, bool, bool)> = Vec::with_capacity(elems.len());
+        for el in elems {
+            match el {
+                Element::Literal(s) => parts.push((TPart::Lit(s.value().to_string()), false, false)),
+                Element::Interpolation(i) => {
+                    let (s, e) = strip_flags(i.strip);
+                    parts.push((TPart::Interp(self.expr(&i.expr)), s, e));
+                }
+                Element::Directive(d) => match &**d {
+                    ht::Directive::If(ifd) => {
+                        let span = self.span(ifd.span());
+                        let (s, _) = strip_flags(ifd.if_expr.strip);
+                        let (_, e) = strip_flags(ifd.endif_expr.strip);
+                        let mut then = self.template(&ifd.if_expr.template);
+                        let mut otherwise = ifd
+                            .else_expr
+                            .as_ref()
+                            .map(|x| self.template(&x.template))
+                            .unwrap_or_default();
+                        // Strip markers inside the directive apply to its inner templates.
+                        let (_, if_end) = strip_flags(ifd.if_expr.strip);
+                        if if_end {
+                            strip_leading(&mut then);
+                        }
+                        if let Some(x) = &ifd.else_expr {
+                            let (else_start, else_end) = strip_flags(x.strip);
+                            if else_start {
+                                strip_trailing(&mut then);
+                            }
+                            if else_end {
+                                strip_leading(&mut otherwise);
+                            }
+                        }
+                        let (endif_start, _) = strip_flags(ifd.endif_expr.strip);
+                        if endif_start {
+                            if ifd.else_expr.is_some() {
+                                strip_trailing(&mut otherwise);
+                            } else {
+                                strip_trailing(&mut then);
+                            }
+                        }
+                        parts.push((
+                            TPart::If { cond: self.expr(&ifd.if_expr.cond_expr), then, otherwise, span },
+                            s,
+                            e,
+                        ));
+                    }
+                    ht::Directive::For(fd) => {
+                        let span = self.span(fd.span());
+                        let (s, for_end) = strip_flags(fd.for_expr.strip);
+                        let (endfor_start, e) = strip_flags(fd.endfor_expr.strip);
+                        let mut body = self.template(&fd.for_expr.template);
+                        if for_end {
+                            strip_leading(&mut body);
+                        }
+                        if endfor_start {
+                            strip_trailing(&mut body);
+                        }
+                        parts.push((
+                            TPart::For {
+                                key_var: fd.for_expr.key_var.as_ref().map(|k| k.as_str().to_string()),
+                                val_var: fd.for_expr.value_var.as_str().to_string(),
+                                coll: self.expr(&fd.for_expr.collection_expr),
+                                body,
+                                span,
+                            },
+                            s,
+                            e,
+                        ));
+                    }
+                },
+            }
+        }
+        // Apply strip flags to adjacent literals.
+        for i in 0..parts.len() {
+            let (strip_before, strip_after) = (parts[i].1, parts[i].2);
+            if strip_before && i > 0 {
+                if let TPart::Lit(s) = &mut parts[i - 1].0 {
+                    *s = s.trim_end().to_string();
+                }
+            }
+            if strip_after && i + 1 < parts.len() {
+                if let TPart::Lit(s) = &mut parts[i + 1].0 {
+                    *s = s.trim_start().to_string();
+                }
+            }
+        }
+        parts.into_iter().map(|(p, _, _)| p).collect()
+    }
+}
+
+fn strip_flags(s: Strip) -> (bool, bool) {
+    (s.strip_start(), s.strip_end())
+}
+
+fn strip_leading(parts: &mut [TPart]) {
+    if let Some(TPart::Lit(s)) = parts.first_mut() {
+        *s = s.trim_start().to_string();
+    }
+}
+
+fn strip_trailing(parts: &mut [TPart]) {
+    if let Some(TPart::Lit(s)) = parts.last_mut() {
+        *s = s.trim_end().to_string();
+    }
+}

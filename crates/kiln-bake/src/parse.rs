@@ -1,0 +1,966 @@
+//! Program-level evaluation of merged bake files (buildx `hclparser.Parse`):
+//! variables with overrides and validation, user functions, global
+//! attributes, `target`/`group` blocks with `matrix` and `name`, lazy
+//! `target.<name>.<attr>` references, and duplicate-block merging.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
+
+use indexmap::IndexMap;
+
+use crate::ast::*;
+use crate::diag::{Diag, Diags};
+use crate::eval::{Env, Evaluator, UserFunc, type_expr};
+use crate::model::{Group, TARGET_ATTRS, Target, parse_go_bool};
+use crate::value::{Type, Value, convert, from_json, from_json_typed, parse_number};
+
+/// Inputs to evaluation besides the files.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Built-in variables (`BAKE_CMD_CONTEXT`, `BAKE_LOCAL_PLATFORM`).
+    pub builtins: BTreeMap<String, String>,
+    /// The process environment used for variable overrides.
+    pub env: BTreeMap<String, String>,
+    /// `--var NAME=value` overrides (win over the environment).
+    pub vars: BTreeMap<String, String>,
+    /// `BUILDX_BAKE_DISABLE_VARS_ENV_LOOKUP`.
+    pub disable_env_lookup: bool,
+    /// `BUILDX_BAKE_FILE_RELATIVE_PATHS=1`: local contexts are relative to
+    /// the directory of the file that set them.
+    pub file_relative_paths: bool,
+}
+
+impl Options {
+    /// The override for a variable: `--var` first, then the environment.
+    pub fn lookup(&self, name: &str) -> Option<&str> {
+        if let Some(v) = self.vars.get(name) {
+            return Some(v);
+        }
+        if self.disable_env_lookup {
+            return None;
+        }
+        self.env.get(name).map(String::as_str)
+    }
+}
+
+/// A variable as `kiln vars` / `--list=variables` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VariableInfo {
+    pub name: String,
+    pub ty: Option<Type>,
+    pub value: Value,
+    pub description: Option<String>,
+    /// `default`, `env`, `var` (from `--var`), `attribute` or `builtin`.
+    pub source: &'static str,
+    pub span: Option<Span>,
+}
+
+/// The result of parsing: every target and group, in declaration order.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    pub targets: Vec<Target>,
+    pub groups: Vec<Group>,
+    pub variables: Vec<VariableInfo>,
+    /// Where each target was first declared (block header).
+    pub target_spans: HashMap<String, Span>,
+    /// Where each target's attributes were declared (first occurrence).
+    pub attr_spans: HashMap<(String, String), Span>,
+    pub group_spans: HashMap<String, Span>,
+    /// The directory of the file that first declared each target.
+    pub target_dirs: HashMap<String, String>,
+}
+
+struct VarDecl {
+    default: Option<Expr>,
+    ty: Option<Expr>,
+    description: Option<Expr>,
+    validations: Vec<Block>,
+    span: Span,
+}
+
+struct FuncDecl {
+    params: Option<Expr>,
+    variadic: Option<Expr>,
+    result: Option<Expr>,
+    span: Span,
+}
+
+struct Instance {
+    name: String,
+    locals: Vec<(String, Value)>,
+}
+
+struct Program<'o> {
+    opts: &'o Options,
+    file_dirs: Vec<String>,
+    vars: IndexMap<String, VarDecl>,
+    attrs: IndexMap<String, Attribute>,
+    funcs: IndexMap<String, FuncDecl>,
+    blocks: Vec<Block>,
+    values: HashMap<String, Value>,
+    sources: HashMap<String, &'static str>,
+    progress: HashSet<String>,
+    user_funcs: HashMap<String, Rc<UserFunc>>,
+    func_progress: HashSet<String>,
+    instances: Vec<Option<Rc<Vec<Instance>>>>,
+    inst_progress: HashSet<usize>,
+    attr_cache: HashMap<(usize, usize, String), Value>,
+    attr_progress: HashSet<(usize, usize, String)>,
+}
+
+const RESERVED_KINDS: &[&str] = &["target", "group"];
+
+/// Evaluates merged bodies (one per file, in order) into a [`Config`].
+pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<Config, Diags> {
+    let mut p = Program {
+        opts,
+        file_dirs: file_names.iter().map(|n| go_dir(n)).collect(),
+        vars: IndexMap::new(),
+        attrs: IndexMap::new(),
+        funcs: IndexMap::new(),
+        blocks: Vec::new(),
+        values: HashMap::new(),
+        sources: HashMap::new(),
+        progress: HashSet::new(),
+        user_funcs: HashMap::new(),
+        func_progress: HashSet::new(),
+        instances: Vec::new(),
+        inst_progress: HashSet::new(),
+        attr_cache: HashMap::new(),
+        attr_progress: HashSet::new(),
+    };
+    let reserved = |n: &str| RESERVED_KINDS.contains(&n) || opts.builtins.contains_key(n);
+    for body in bodies {
+        for a in &body.attrs {
+            if reserved(&a.name) || a.name == "function" {
+                continue;
+            }
+            // The last file wins.
+            p.attrs.shift_remove(&a.name);
+            p.attrs.insert(a.name.clone(), a.clone());
+        }
+        for b in &body.blocks {
+            match b.kind.as_str() {
+                "variable" | "function" => {
+                    let Some((name, _)) = b.labels.first() else {
+                        return Err(Diags::at(b.span, "Missing name for block", format!("A {} block needs a name label.", b.kind)));
+                    };
+                    if b.labels.len() != 1 {
+                        return Err(Diags::at(b.span, "Extraneous label for block", format!("A {} block has exactly one label.", b.kind)));
+                    }
+                    if reserved(name) {
+                        continue;
+                    }
+                    if b.kind == "variable" {
+                        for a in &b.body.attrs {
+                            if !matches!(a.name.as_str(), "default" | "type" | "description") {
+                                return Err(Diags::at(
+                                    a.name_span,
+                                    "Unsupported argument",
+                                    format!("An argument named {:?} is not expected here.", a.name),
+                                ));
+                            }
+                        }
+                        for vb in &b.body.blocks {
+                            if vb.kind != "validation" {
+                                return Err(Diags::at(vb.span, "Unsupported block type", format!("Blocks of type {:?} are not expected here.", vb.kind)));
+                            }
+                        }
+                        let decl = VarDecl {
+                            default: b.body.attr("default").map(|a| a.expr.clone()),
+                            ty: b.body.attr("type").map(|a| a.expr.clone()),
+                            description: b.body.attr("description").map(|a| a.expr.clone()),
+                            validations: b.body.blocks.clone(),
+                            span: b.labels[0].1,
+                        };
+                        p.vars.shift_remove(name);
+                        p.vars.insert(name.clone(), decl);
+                    } else {
+                        let decl = FuncDecl {
+                            params: b.body.attr("params").map(|a| a.expr.clone()),
+                            variadic: b.body.attr("variadic_params").map(|a| a.expr.clone()),
+                            result: b.body.attr("result").map(|a| a.expr.clone()),
+                            span: b.labels[0].1,
+                        };
+                        p.funcs.insert(name.clone(), decl);
+                    }
+                }
+                "target" | "group" => {
+                    if b.labels.len() != 1 {
+                        let span = b.labels.get(1).map(|l| l.1).unwrap_or(b.span);
+                        return Err(Diags::at(span, "Invalid block", format!("invalid block label: {:?}", b.labels.iter().map(|l| &l.0).collect::<Vec<_>>())));
+                    }
+                    p.blocks.push(b.clone());
+                }
+                other => {
+                    return Err(Diags::at(b.span, "Unsupported block type", format!("Blocks of type {other:?} are not expected here.")));
+                }
+            }
+        }
+    }
+    p.instances = (0..p.blocks.len()).map(|_| None).collect();
+
+    // Resolve every global attribute, variable and function eagerly, so
+    // errors surface even where nothing references them (as buildx does).
+    let attr_names: Vec<String> = p.attrs.keys().cloned().collect();
+    for n in attr_names {
+        let span = p.attrs[&n].name_span;
+        p.resolve(&n, span)?;
+    }
+    let var_names: Vec<String> = p.vars.keys().cloned().collect();
+    for n in &var_names {
+        let span = p.vars[n].span;
+        p.resolve(n, span)?;
+    }
+    let func_names: Vec<String> = p.funcs.keys().cloned().collect();
+    for n in func_names {
+        let span = p.funcs[&n].span;
+        Env::function(&mut p, &n, span)?;
+    }
+    p.validate()?;
+
+    let mut cfg = Config::default();
+    for n in &var_names {
+        let (dty, ddesc) = (p.vars[n].ty.clone(), p.vars[n].description.clone());
+        let ty = match &dty {
+            Some(t) => Some(type_expr(t)?),
+            None => None,
+        };
+        let description = match &ddesc {
+            Some(e) => Evaluator::new(&mut p).eval(e)?.as_str().map(String::from),
+            None => None,
+        };
+        cfg.variables.push(VariableInfo {
+            name: n.clone(),
+            ty,
+            value: p.values.get(n).cloned().unwrap_or_else(Value::null),
+            description,
+            source: p.sources.get(n).copied().unwrap_or("default"),
+            span: Some(p.vars[n].span),
+        });
+    }
+
+    // Decode blocks in order.
+    let mut target_index: HashMap<String, usize> = HashMap::new();
+    let mut group_index: HashMap<String, usize> = HashMap::new();
+    let mut implicit: Vec<Group> = Vec::new();
+    for bi in 0..p.blocks.len() {
+        let insts = p.instances(bi)?;
+        let (kind, label, lspan, hspan) = {
+            let b = &p.blocks[bi];
+            (b.kind.clone(), b.labels[0].0.clone(), b.labels[0].1, b.span)
+        };
+        if kind == "group" {
+            let g = p.decode_group(bi)?;
+            cfg.group_spans.entry(label.clone()).or_insert(lspan);
+            if let Some(&i) = group_index.get(&label) {
+                // A later group block with the same name replaces the earlier one.
+                cfg.groups[i] = g;
+            } else {
+                group_index.insert(label.clone(), cfg.groups.len());
+                cfg.groups.push(g);
+            }
+            continue;
+        }
+        let mut names = Vec::new();
+        for (ii, inst) in insts.iter().enumerate() {
+            let t = p.decode_target(bi, ii, &inst.name)?;
+            names.push(inst.name.clone());
+            cfg.target_spans.entry(inst.name.clone()).or_insert(lspan.to(hspan));
+            let dir = p.file_dirs.get(lspan.file as usize).cloned().unwrap_or_else(|| ".".into());
+            cfg.target_dirs.entry(inst.name.clone()).or_insert(dir);
+            for a in &p.blocks[bi].body.attrs {
+                cfg.attr_spans.entry((inst.name.clone(), a.name.clone())).or_insert(a.expr.span());
+            }
+            if let Some(&i) = target_index.get(&inst.name) {
+                cfg.targets[i].merge(&t);
+            } else {
+                target_index.insert(inst.name.clone(), cfg.targets.len());
+                cfg.targets.push(t);
+            }
+        }
+        if names.len() != 1 || names[0] != label {
+            if let Some(g) = implicit.iter_mut().find(|g| g.name == label) {
+                for n in names {
+                    if !g.targets.contains(&n) {
+                        g.targets.push(n);
+                    }
+                }
+            } else {
+                implicit.push(Group { name: label, description: None, targets: names });
+            }
+        }
+    }
+    for g in implicit {
+        if !group_index.contains_key(&g.name) {
+            group_index.insert(g.name.clone(), cfg.groups.len());
+            cfg.groups.push(g);
+        }
+    }
+    Ok(cfg)
+}
+
+fn is_valid_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The error for names outside `[a-zA-Z0-9_-]`.
+pub fn name_error(name: &str) -> String {
+    format!("invalid target name {name:?}: only \"[a-zA-Z0-9_-]+\" is allowed")
+}
+
+impl Program<'_> {
+    fn var_type(&self, name: &str) -> Result<Option<Type>, Diags> {
+        match self.vars.get(name).and_then(|v| v.ty.as_ref()) {
+            Some(t) => type_expr(t).map(Some).map_err(|mut e| {
+                for d in &mut e.0 {
+                    d.detail = format!("{} (variable {name}): not a valid type", d.detail);
+                }
+                e
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// Resolves a top-level name; `Ok(None)` when it does not exist.
+    fn resolve(&mut self, name: &str, span: Span) -> Result<Option<Value>, Diags> {
+        if let Some(v) = self.values.get(name) {
+            return Ok(Some(v.clone()));
+        }
+        if let Some(b) = self.opts.builtins.get(name) {
+            let v = Value::string(b.clone());
+            self.values.insert(name.to_string(), v.clone());
+            self.sources.insert(name.to_string(), "builtin");
+            return Ok(Some(v));
+        }
+        let attr = self.attrs.get(name).map(|a| a.expr.clone());
+        let is_var = self.vars.contains_key(name);
+        if attr.is_none() && !is_var {
+            return Ok(None);
+        }
+        if self.progress.contains(name) {
+            return Err(Diags::at(span, "Invalid expression", format!("variable cycle not allowed for {name}")));
+        }
+        self.progress.insert(name.to_string());
+        let r = self.resolve_inner(name, attr, is_var);
+        self.progress.remove(name);
+        let v = r?;
+        self.values.insert(name.to_string(), v.clone());
+        Ok(Some(v))
+    }
+
+    fn resolve_inner(&mut self, name: &str, attr: Option<Expr>, is_var: bool) -> Result<Value, Diags> {
+        let decl_span = self.vars.get(name).map(|v| v.span).or(self.attrs.get(name).map(|a| a.name_span));
+        let invalid = |msg: String| Diags::one(Diag::new("Invalid value", msg, decl_span));
+        let ty = self.var_type(name)?;
+        let from_attr = attr.is_some();
+        let def_expr = attr.or_else(|| self.vars.get(name).and_then(|v| v.default.clone()));
+        self.sources.insert(name.to_string(), if from_attr { "attribute" } else { "default" });
+
+        if is_var {
+            // Overrides apply only to names declared by a `variable` block.
+            let json_name = format!("{name}_JSON");
+            let json_override = if self.vars.contains_key(&json_name) || self.opts.builtins.contains_key(&json_name) {
+                None
+            } else {
+                self.opts.lookup(&json_name).map(String::from)
+            };
+            let plain = self.opts.lookup(name).map(String::from);
+            let source = if self.opts.vars.contains_key(name) { "var" } else { "env" };
+            if let (Some(t), Some(j)) = (&ty, &json_override) {
+                let parsed: serde_json::Value = serde_json::from_str(j)
+                    .map_err(|e| invalid(format!("failed to convert variable {name} from JSON: {e}")))?;
+                let v = from_json_typed(&parsed, t)
+                    .map_err(|e| invalid(format!("failed to convert variable {name} from JSON: {e}")))?;
+                self.sources.insert(name.to_string(), source);
+                return Ok(v);
+            }
+            if let Some(t) = &ty {
+                if let Some(s) = &plain {
+                    let v = parse_typed_override(name, s, t).map_err(invalid)?;
+                    self.sources.insert(name.to_string(), source);
+                    return Ok(v);
+                }
+            }
+            if ty.is_none() {
+                let raw = plain.clone().or(json_override.clone());
+                if let Some(s) = raw {
+                    // The override's type follows the default's type.
+                    let dv = match &def_expr {
+                        Some(e) => Evaluator::new(self).eval(e)?,
+                        None => Value::null(),
+                    };
+                    let v = match dv.ty() {
+                        Type::Bool => Value::Bool(parse_go_bool(&s).ok_or_else(|| {
+                            invalid(format!("failed to parse {name} as bool: strconv.ParseBool: parsing {s:?}: invalid syntax"))
+                        })?),
+                        Type::Number => Value::Number(go_parse_float(&s).ok_or_else(|| {
+                            invalid(format!("failed to parse {name} as number: strconv.ParseFloat: parsing {s:?}: invalid syntax"))
+                        })?),
+                        Type::String | Type::Dynamic => Value::String(s),
+                        other => return Err(invalid(format!("unsupported type {} for variable {name}", other.friendly_name()))),
+                    };
+                    self.sources.insert(name.to_string(), source);
+                    return Ok(v);
+                }
+            }
+        }
+
+        let v = match &def_expr {
+            Some(e) => Evaluator::new(self).eval(e)?,
+            None => match &ty {
+                Some(t) => Value::Null(t.clone()),
+                None => Value::string(""),
+            },
+        };
+        match &ty {
+            Some(t) => convert(v, t).map_err(|e| {
+                let span = def_expr.as_ref().map(Expr::span).or(decl_span);
+                Diags::one(Diag::new(
+                    "Invalid value",
+                    format!("invalid type {} for variable {name} default value: {e}", t.type_expr()),
+                    span,
+                ))
+            }),
+            None => Ok(v),
+        }
+    }
+
+    fn validate(&mut self) -> Result<(), Diags> {
+        let mut out = Vec::new();
+        let names: Vec<String> = self.vars.keys().cloned().collect();
+        for n in names {
+            let vals = self.vars[&n].validations.clone();
+            for vb in vals {
+                let Some(cond) = vb.body.attr("condition") else {
+                    out.push(Diag::at(
+                        vb.span,
+                        "Invalid condition result",
+                        "Condition expression must return either true or false, not null.",
+                    ));
+                    continue;
+                };
+                let c = match Evaluator::new(self).eval(&cond.expr) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        out.extend(e.0);
+                        continue;
+                    }
+                };
+                let ok = match c {
+                    Value::Null(_) => {
+                        out.push(Diag::at(
+                            cond.expr.span(),
+                            "Invalid condition result",
+                            "Condition expression must return either true or false, not null.",
+                        ));
+                        continue;
+                    }
+                    other => match convert(other, &Type::Bool) {
+                        Ok(Value::Bool(b)) => b,
+                        _ => {
+                            out.push(Diag::at(
+                                cond.expr.span(),
+                                "Invalid condition result",
+                                "Invalid condition result value: a bool is required.",
+                            ));
+                            continue;
+                        }
+                    },
+                };
+                if ok {
+                    continue;
+                }
+                let msg = match vb.body.attr("error_message") {
+                    Some(a) => match Evaluator::new(self).eval(&a.expr) {
+                        Ok(Value::String(s)) => Some(s),
+                        Ok(v) => match convert(v, &Type::String) {
+                            Ok(Value::String(s)) => Some(s),
+                            _ => None,
+                        },
+                        Err(e) => {
+                            out.extend(e.0);
+                            continue;
+                        }
+                    },
+                    None => None,
+                };
+                out.push(Diag::at(
+                    cond.expr.span(),
+                    "Validation failed",
+                    msg.unwrap_or_else(|| "This check failed, but has an invalid error message.".into()),
+                ));
+            }
+        }
+        if out.is_empty() { Ok(()) } else { Err(Diags(out)) }
+    }
+
+    /// The instances (final names and matrix values) of block `bi`.
+    fn instances(&mut self, bi: usize) -> Result<Rc<Vec<Instance>>, Diags> {
+        if let Some(Some(i)) = self.instances.get(bi) {
+            return Ok(i.clone());
+        }
+        if !self.inst_progress.insert(bi) {
+            let b = &self.blocks[bi];
+            return Err(Diags::at(b.span, "Invalid expression", format!("reference cycle not allowed for {}.{}.name", b.kind, b.labels[0].0)));
+        }
+        let r = self.compute_instances(bi);
+        self.inst_progress.remove(&bi);
+        let insts = Rc::new(r?);
+        self.instances[bi] = Some(insts.clone());
+        Ok(insts)
+    }
+
+    fn compute_instances(&mut self, bi: usize) -> Result<Vec<Instance>, Diags> {
+        let b = self.blocks[bi].clone();
+        let label = b.labels[0].0.clone();
+        let lspan = b.labels[0].1;
+        if !is_valid_name(&label) {
+            return Err(Diags::at(lspan, "Invalid name", name_error(&label)));
+        }
+        let matrix = b.body.attr("matrix");
+        let name_attr = b.body.attr("name");
+        if b.kind == "group" {
+            if let Some(a) = matrix {
+                return Err(Diags::at(a.name_span, "Invalid attribute", "matrix is not supported for groups"));
+            }
+            if let Some(a) = name_attr {
+                return Err(Diags::at(a.name_span, "Invalid attribute", "name is not supported for groups"));
+            }
+            return Ok(vec![Instance { name: label, locals: vec![] }]);
+        }
+        let combos: Vec<Vec<(String, Value)>> = match matrix {
+            None => {
+                if let Some(a) = name_attr {
+                    return Err(Diags::at(a.name_span, "Invalid attribute", "name requires matrix"));
+                }
+                return Ok(vec![Instance { name: label, locals: vec![] }]);
+            }
+            Some(a) => {
+                let mv = Evaluator::new(self).eval(&a.expr)?;
+                let Some(entries) = mv.as_entries() else {
+                    return Err(Diags::at(a.expr.span(), "Invalid matrix", "matrix must be a map"));
+                };
+                // Declaration order of the keys when the matrix is written literally.
+                let mut keys: Vec<String> = Vec::new();
+                if let Expr::Object(items, _) = &a.expr {
+                    for (k, _) in items {
+                        if let ObjKey::Ident(n, _) = k {
+                            if entries.contains_key(n) && !keys.contains(n) {
+                                keys.push(n.clone());
+                            }
+                        } else if let ObjKey::Expr(Expr::Literal(Value::String(n), _)) = k {
+                            if entries.contains_key(n) && !keys.contains(n) {
+                                keys.push(n.clone());
+                            }
+                        }
+                    }
+                }
+                for k in entries.keys() {
+                    if !keys.contains(k) {
+                        keys.push(k.clone());
+                    }
+                }
+                let mut combos: Vec<Vec<(String, Value)>> = vec![vec![]];
+                for k in &keys {
+                    let Some(vals) = entries[k].as_seq() else {
+                        return Err(Diags::at(a.expr.span(), "Invalid matrix", "matrix values must be a list"));
+                    };
+                    let mut next = Vec::new();
+                    for c in &combos {
+                        for v in vals {
+                            let mut c2 = c.clone();
+                            c2.push((k.clone(), v.clone()));
+                            next.push(c2);
+                        }
+                    }
+                    if next.len() > 100_000 {
+                        return Err(Diags::at(a.expr.span(), "Invalid matrix", "matrix expands to more than 100000 targets"));
+                    }
+                    combos = next;
+                }
+                combos
+            }
+        };
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for c in combos {
+            let name = match name_attr {
+                None => label.clone(),
+                Some(a) => {
+                    let v = Evaluator::with_locals(self, c.clone()).eval(&a.expr)?;
+                    match convert(v, &Type::String) {
+                        Ok(Value::String(s)) => s,
+                        _ => return Err(Diags::at(a.expr.span(), "Invalid name", "name must be a string")),
+                    }
+                }
+            };
+            if !is_valid_name(&name) {
+                let span = name_attr.map(|a| a.expr.span()).unwrap_or(lspan);
+                return Err(Diags::at(span, "Invalid name", name_error(&name)));
+            }
+            if !seen.insert(name.clone()) {
+                let span = name_attr.map(|a| a.expr.span()).unwrap_or(lspan);
+                return Err(Diags::at(span, "Invalid name", format!("duplicate name {name:?}")));
+            }
+            out.push(Instance { name, locals: c });
+        }
+        Ok(out)
+    }
+
+    /// Evaluates one attribute of one instance (cached; cycles are errors).
+    fn instance_attr(&mut self, bi: usize, ii: usize, attr: &str) -> Result<Option<Value>, Diags> {
+        let key = (bi, ii, attr.to_string());
+        if let Some(v) = self.attr_cache.get(&key) {
+            return Ok(Some(v.clone()));
+        }
+        let Some(a) = self.blocks[bi].body.attr(attr).cloned() else {
+            return Ok(None);
+        };
+        let insts = self.instances(bi)?;
+        let inst = &insts[ii];
+        if !self.attr_progress.insert(key.clone()) {
+            let kind = self.blocks[bi].kind.clone();
+            return Err(Diags::at(a.expr.span(), "Invalid expression", format!("reference cycle not allowed for {kind}.{}.{attr}", inst.name)));
+        }
+        let r = Evaluator::with_locals(self, inst.locals.clone()).eval(&a.expr);
+        self.attr_progress.remove(&key);
+        let v = r?;
+        self.attr_cache.insert(key, v.clone());
+        Ok(Some(v))
+    }
+
+    fn decode_target(&mut self, bi: usize, ii: usize, name: &str) -> Result<Target, Diags> {
+        let mut t = Target { name: name.to_string(), ..Target::default() };
+        let body = self.blocks[bi].body.clone();
+        if let Some(b) = body.blocks.first() {
+            return Err(Diags::at(b.span, "Unsupported block type", format!("Blocks of type {:?} are not expected here.", b.kind)));
+        }
+        let mut errs = Vec::new();
+        for a in &body.attrs {
+            if a.name == "matrix" || a.name == "name" {
+                continue;
+            }
+            if !TARGET_ATTRS.contains(&a.name.as_str()) {
+                let hint = crate::suggest::suggest(&a.name, TARGET_ATTRS.iter().copied())
+                    .map(|s| format!(" Did you mean {s:?}?"))
+                    .unwrap_or_default();
+                return Err(Diags::at(a.name_span, "Unsupported argument", format!("An argument named {:?} is not expected here.{hint}", a.name)));
+            }
+            let v = match self.instance_attr(bi, ii, &a.name) {
+                Ok(v) => v.unwrap_or_else(Value::null),
+                Err(e) => {
+                    // Keep going so every unknown name in the block is reported.
+                    errs.extend(e.0);
+                    continue;
+                }
+            };
+            let v = self.rebase(bi, &a, v);
+            if let Err(m) = t.set_attr(&a.name, v) {
+                errs.push(Diag::at(a.expr.span(), "Unsuitable value type", format!("Unsuitable value: {m}")));
+            }
+        }
+        if errs.is_empty() { Ok(t) } else { Err(Diags(errs)) }
+    }
+
+    fn decode_group(&mut self, bi: usize) -> Result<Group, Diags> {
+        let b = self.blocks[bi].clone();
+        let mut g = Group { name: b.labels[0].0.clone(), ..Group::default() };
+        for a in &b.body.attrs {
+            let v = self.instance_attr(bi, 0, &a.name)?.unwrap_or_else(Value::null);
+            match a.name.as_str() {
+                "targets" => {
+                    let Some(items) = v.as_seq() else {
+                        if v.is_null() {
+                            continue;
+                        }
+                        return Err(Diags::at(a.expr.span(), "Unsuitable value type", "Unsuitable value: list of string required"));
+                    };
+                    for it in items {
+                        match convert(it.clone(), &Type::String) {
+                            Ok(Value::String(s)) => g.targets.push(s),
+                            _ => return Err(Diags::at(a.expr.span(), "Unsuitable value type", "Unsuitable value: list of string required")),
+                        }
+                    }
+                }
+                "description" => g.description = v.as_str().map(String::from),
+                other => {
+                    return Err(Diags::at(a.name_span, "Unsupported argument", format!("An argument named {other:?} is not expected here.")));
+                }
+            }
+        }
+        Ok(g)
+    }
+}
+
+/// Go `path.Dir`.
+pub fn go_dir(p: &str) -> String {
+    match p.rfind('/') {
+        Some(i) => crate::clean_path(&p[..i.max(1).min(p.len())].to_string()),
+        None => ".".into(),
+    }
+}
+
+/// Whether a context value is a local path that file-relative mode rebases.
+fn rebasable(v: &str) -> bool {
+    !(v.starts_with("cwd://")
+        || v.starts_with("target:")
+        || v.starts_with("docker-image://")
+        || v.starts_with("oci-layout://")
+        || v.starts_with('/')
+        || crate::is_remote(v)
+        || v.contains("://"))
+}
+
+impl Program<'_> {
+    /// Rebases `context`/`contexts` values against the block's file directory
+    /// in file-relative mode. Values read from another target
+    /// (`target.x.context`) were rebased against that target's file already.
+    fn rebase(&self, bi: usize, a: &Attribute, v: Value) -> Value {
+        if !self.opts.file_relative_paths || !matches!(a.name.as_str(), "context" | "contexts") {
+            return v;
+        }
+        let mut refs_target = false;
+        a.expr.walk_vars(&mut |n, _, _| refs_target |= n == "target");
+        if refs_target {
+            return v;
+        }
+        let dir = self.file_dirs.get(self.blocks[bi].span.file as usize).cloned().unwrap_or_else(|| ".".into());
+        let join = |s: &str| if rebasable(s) { crate::clean_path(&format!("{dir}/{s}")) } else { s.to_string() };
+        match v {
+            Value::String(s) => Value::String(join(&s)),
+            Value::Object(m) => Value::Object(m.into_iter().map(|(k, x)| (k, match x { Value::String(s) => Value::String(join(&s)), o => o })).collect()),
+            Value::Map(t, m) => Value::Map(t, m.into_iter().map(|(k, x)| (k, match x { Value::String(s) => Value::String(join(&s)), o => o })).collect()),
+            other => other,
+        }
+    }
+}
+
+impl Env for Program<'_> {
+    fn var(&mut self, name: &str, span: Span) -> Result<Option<Value>, Diags> {
+        self.resolve(name, span)
+    }
+
+    fn is_block_kind(&self, kind: &str) -> bool {
+        RESERVED_KINDS.contains(&kind)
+    }
+
+    fn block(&mut self, kind: &str, name: &str, attr: Option<&str>, span: Span) -> Result<Option<Value>, Diags> {
+        let mut found = Vec::new();
+        for bi in 0..self.blocks.len() {
+            if self.blocks[bi].kind != kind {
+                continue;
+            }
+            // Only blocks that could carry this name need their names resolved.
+            let insts = self.instances(bi)?;
+            for (ii, inst) in insts.iter().enumerate() {
+                if inst.name == name {
+                    found.push((bi, ii));
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(None);
+        }
+        if kind == "group" {
+            let (bi, _) = *found.last().unwrap_or(&(0, 0));
+            let g = self.decode_group(bi)?;
+            let obj = Value::Object(
+                [
+                    ("name".to_string(), Value::string(g.name)),
+                    (
+                        "targets".to_string(),
+                        Value::list_of(Type::String, g.targets.into_iter().map(Value::String).collect()),
+                    ),
+                    ("description".to_string(), g.description.map(Value::String).unwrap_or(Value::Null(Type::String))),
+                ]
+                .into(),
+            );
+            return Ok(Some(match attr {
+                Some(a) => crate::eval::get_attr(obj, a, span)?,
+                None => obj,
+            }));
+        }
+        let attrs: Vec<&str> = match attr {
+            Some("name") => return Ok(Some(Value::string(name))),
+            Some(a) => {
+                if !TARGET_ATTRS.contains(&a) {
+                    return Err(Diags::at(span, "Unsupported attribute", format!("This object does not have an attribute named {a:?}.")));
+                }
+                vec![a]
+            }
+            None => TARGET_ATTRS.to_vec(),
+        };
+        let mut t = Target { name: name.to_string(), ..Target::default() };
+        for (bi, ii) in found {
+            let mut part = Target::default();
+            for a in &attrs {
+                if let Some(v) = self.instance_attr(bi, ii, a)? {
+                    let v = match self.blocks[bi].body.attr(a).cloned() {
+                        Some(at) => self.rebase(bi, &at, v),
+                        None => v,
+                    };
+                    part.set_attr(a, v).map_err(|m| Diags::at(span, "Unsuitable value type", format!("Unsuitable value: {m}")))?;
+                }
+            }
+            t.merge(&part);
+        }
+        match attr {
+            Some(a) => Ok(Some(t.attr_value(a))),
+            None => {
+                let mut m = BTreeMap::new();
+                m.insert("name".to_string(), Value::string(name));
+                for a in TARGET_ATTRS {
+                    m.insert((*a).to_string(), t.attr_value(a));
+                }
+                Ok(Some(Value::Object(m)))
+            }
+        }
+    }
+
+    fn function(&mut self, name: &str, span: Span) -> Result<Option<Rc<UserFunc>>, Diags> {
+        if let Some(f) = self.user_funcs.get(name) {
+            return Ok(Some(f.clone()));
+        }
+        let Some(decl) = self.funcs.get(name) else {
+            return Ok(None);
+        };
+        if !self.func_progress.insert(name.to_string()) {
+            return Err(Diags::at(span, "Invalid expression", format!("function cycle not allowed for {name}")));
+        }
+        let dspan = decl.span;
+        let Some(result) = decl.result.clone() else {
+            return Err(Diags::at(dspan, "Invalid function", format!("empty result not allowed for {name}")));
+        };
+        let Some(params) = decl.params.clone() else {
+            return Err(Diags::at(dspan, "Invalid function", format!("empty params not allowed for {name}")));
+        };
+        let keyword = |e: &Expr| -> Option<String> {
+            match e {
+                Expr::Var(n, _) => Some(n.clone()),
+                Expr::Literal(Value::String(s), _) if is_valid_ident(s) => Some(s.clone()),
+                _ => None,
+            }
+        };
+        let Expr::Tuple(items, _) = &params else {
+            return Err(Diags::at(params.span(), "Invalid params", "The params must be a list of parameter names."));
+        };
+        let mut names = Vec::new();
+        for it in items {
+            match keyword(it) {
+                Some(n) => names.push(n),
+                None => return Err(Diags::at(it.span(), "Invalid param element", "Each parameter name must be an identifier.")),
+            }
+        }
+        let variadic = match &decl.variadic {
+            Some(e) => match keyword(e) {
+                Some(n) => Some(n),
+                None => return Err(Diags::at(e.span(), "Invalid param element", "Each parameter name must be an identifier.")),
+            },
+            None => None,
+        };
+        // Detect cycles through other user functions before the body runs.
+        let mut called = Vec::new();
+        result.walk_calls(&mut |n, s| called.push((n.to_string(), s)));
+        for (c, s) in called {
+            if self.funcs.contains_key(&c) {
+                self.function(&c, s)?;
+            }
+        }
+        let f = Rc::new(UserFunc { name: name.to_string(), params: names, variadic, result });
+        self.func_progress.remove(name);
+        self.user_funcs.insert(name.to_string(), f.clone());
+        Ok(Some(f))
+    }
+}
+
+fn is_valid_ident(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_alphabetic() || ch == '_') && c.all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '-')
+}
+
+/// Go `strconv.ParseFloat(s, 64)` restricted to finite values.
+fn go_parse_float(s: &str) -> Option<f64> {
+    let lower = s.to_ascii_lowercase();
+    if lower.contains("inf") || lower.contains("nan") {
+        return None;
+    }
+    parse_number(s).filter(|_| s.trim() == s)
+}
+
+/// Parses an environment override for a typed variable: primitives directly,
+/// collections of primitives from CSV (`k:v` fields for maps).
+fn parse_typed_override(name: &str, s: &str, ty: &Type) -> Result<Value, String> {
+    let prim = |t: &Type, text: &str| -> Result<Value, String> {
+        match t {
+            Type::String => Ok(Value::string(text)),
+            Type::Number => go_parse_float(text)
+                .map(Value::Number)
+                .ok_or_else(|| format!("failed to parse {name} as number: strconv.ParseFloat: parsing {text:?}: invalid syntax")),
+            Type::Bool => parse_go_bool(text)
+                .map(Value::Bool)
+                .ok_or_else(|| format!("failed to parse {name} as bool: strconv.ParseBool: parsing {text:?}: invalid syntax")),
+            Type::Dynamic => Ok(Value::string(text)),
+            other => Err(format!("unsupported type {} for variable {name}", other.friendly_name())),
+        }
+    };
+    let csv_err = |e: String| format!("failed to convert variable {name} from CSV: {e}");
+    match ty {
+        t if t.is_primitive() || *t == Type::Dynamic => prim(t, s),
+        Type::List(et) | Type::Set(et) => {
+            if !et.is_primitive() {
+                return Err(format!("unsupported type {} for variable {name}", ty.friendly_name()));
+            }
+            let fields = crate::model::csv_fields(s).map_err(|e| csv_err(format!("invalid CSV value: {e}")))?;
+            let mut out = Vec::new();
+            for f in fields {
+                out.push(prim(et, &f).map_err(|e| csv_err(format!("failed to parse element of type {}: {e}", ty.friendly_name())))?);
+            }
+            Ok(if matches!(ty, Type::List(_)) { Value::list_of((**et).clone(), out) } else { Value::set_of((**et).clone(), out) })
+        }
+        Type::Tuple(ts) => {
+            if !ts.iter().all(Type::is_primitive) {
+                return Err(format!("unsupported type {} for variable {name}", ty.friendly_name()));
+            }
+            let fields = crate::model::csv_fields(s).map_err(|e| csv_err(format!("invalid CSV value: {e}")))?;
+            if fields.len() != ts.len() {
+                return Err(csv_err(format!("tuple requires {} elements, got {}", ts.len(), fields.len())));
+            }
+            let mut out = Vec::new();
+            for (f, t) in fields.iter().zip(ts) {
+                out.push(prim(t, f).map_err(|e| csv_err(format!("failed to parse element of type {}: {e}", ty.friendly_name())))?);
+            }
+            Ok(Value::Tuple(out))
+        }
+        Type::Map(et) => {
+            if !et.is_primitive() {
+                return Err(format!("unsupported type {} for variable {name}", ty.friendly_name()));
+            }
+            let fields = crate::model::csv_fields(s).map_err(|e| csv_err(format!("failed to parse {s:?} as CSV: {e}")))?;
+            let mut out = BTreeMap::new();
+            for f in fields {
+                let kv = csv_split(&f, ':').map_err(|e| csv_err(format!("failed to parse map entry {f:?} as CSV: {e}")))?;
+                if kv.len() != 2 {
+                    return Err(csv_err(format!("expected one k/v pair in {f:?}")));
+                }
+                let v = prim(et, &kv[1]).map_err(|e| csv_err(format!("failed to parse element of type {}: {e}", ty.friendly_name())))?;
+                out.insert(kv[0].clone(), v);
+            }
+            Ok(Value::Map((**et).clone(), out))
+        }
+        _ => Err(format!("unsupported type {} for variable {name}", ty.friendly_name())),
+    }
+}
+
+fn csv_split(s: &str, sep: char) -> Result<Vec<String>, String> {
+    // Reuse the comma parser by swapping separators outside quotes.
+    let swapped: String = s.chars().map(|c| if c == sep { '\u{1}' } else if c == ',' { '\u{2}' } else { c }).collect();
+    let replaced = swapped.replace('\u{1}', ",");
+    let fields = crate::model::csv_fields(&replaced)?;
+    Ok(fields.into_iter().map(|f| f.replace('\u{2}', ",")).collect())
+}
+
+/// The value an untyped `NAME_JSON` override would have as JSON (for tests).
+pub fn json_value(text: &str) -> Option<Value> {
+    serde_json::from_str::<serde_json::Value>(text).ok().map(|j| from_json(&j))
+}

@@ -1,0 +1,565 @@
+//! Target selection and resolution (buildx `ReadTargets`): `--set`
+//! overrides, group expansion and glob patterns, `inherits`, defaults,
+//! normalisation, `target:` links, and the synthesised `default` group.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value as J;
+
+use crate::model::{Entry, EntryKind, Group, Target, parse_entries, parse_go_bool};
+use crate::parse::{Config, Options};
+
+/// One `--set` key for one target, accumulated over all `--set` flags.
+#[derive(Clone, Debug, Default)]
+struct Override {
+    value: Option<String>,
+    arr: Vec<String>,
+    append: bool,
+}
+
+/// Per target name: key (`args.X`, `tags`, ...) → override, in first-seen order.
+type Overrides = HashMap<String, Vec<(String, Override)>>;
+
+const LIST_KEYS: &[&str] = &[
+    "output",
+    "cache-to",
+    "cache-from",
+    "tags",
+    "platform",
+    "secrets",
+    "ssh",
+    "attest",
+    "entitlements",
+    "annotations",
+    "policy",
+    "no-cache-filter",
+    "ulimits",
+];
+
+/// Go `path.Match` for target name patterns (`*`, `?`, `[...]`, `\`).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn m(p: &[char], s: &[char]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some('*') => (0..=s.len()).any(|i| m(&p[1..], &s[i..])),
+            Some('?') => !s.is_empty() && m(&p[1..], &s[1..]),
+            Some('[') => {
+                let Some(&c) = s.first() else { return false };
+                let mut i = 1;
+                let negate = p.get(1) == Some(&'^');
+                if negate {
+                    i += 1;
+                }
+                let mut matched = false;
+                let mut first = true;
+                while i < p.len() && (first || p[i] != ']') {
+                    first = false;
+                    let lo = if p[i] == '\\' && i + 1 < p.len() {
+                        i += 1;
+                        p[i]
+                    } else {
+                        p[i]
+                    };
+                    if p.get(i + 1) == Some(&'-') && p.get(i + 2).is_some_and(|x| *x != ']') {
+                        let hi = p[i + 2];
+                        if lo <= c && c <= hi {
+                            matched = true;
+                        }
+                        i += 3;
+                    } else {
+                        if lo == c {
+                            matched = true;
+                        }
+                        i += 1;
+                    }
+                }
+                if i >= p.len() {
+                    return false;
+                }
+                matched != negate && m(&p[i + 1..], &s[1..])
+            }
+            Some('\\') if p.len() > 1 => s.first() == Some(&p[1]) && m(&p[2..], &s[1..]),
+            Some(c) => s.first() == Some(c) && m(&p[1..], &s[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let s: Vec<char> = name.chars().collect();
+    m(&p, &s)
+}
+
+fn is_pattern(s: &str) -> bool {
+    s.contains(['*', '?', '[', ']'])
+}
+
+fn parse_overrides(cfg: &Config, sets: &[String], opts: &Options) -> Result<Overrides, String> {
+    let mut out: Overrides = HashMap::new();
+    for v in sets {
+        let (lhs, rhs) = match v.split_once('=') {
+            Some((l, r)) => (l, Some(r)),
+            None => (v.as_str(), None),
+        };
+        let skey = lhs.strip_suffix('+').unwrap_or(lhs);
+        let append = skey.len() != lhs.len();
+        let keys: Vec<&str> = skey.splitn(3, '.').collect();
+        if keys.len() < 2 {
+            return Err(format!("invalid override key {skey}, expected target.name"));
+        }
+        let pattern = keys[0];
+        if rhs.is_none() && keys[1] != "args" {
+            return Err(format!("invalid override {v}, expected target.name=value"));
+        }
+        let names: Vec<String> = cfg
+            .targets
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| glob_match(pattern, n))
+            .collect();
+        if names.is_empty() {
+            return Err(format!("could not find any target matching '{pattern}'"));
+        }
+        let key = keys[1..].join(".");
+        for name in names {
+            let entry = out.entry(name).or_default();
+            let pos = entry.iter().position(|(k, _)| *k == key);
+            let o = match pos {
+                Some(p) => &mut entry[p].1,
+                None => {
+                    entry.push((key.clone(), Override::default()));
+                    let n = entry.len() - 1;
+                    &mut entry[n].1
+                }
+            };
+            let k1 = keys[1];
+            if LIST_KEYS.contains(&k1) {
+                if let Some(r) = rhs {
+                    o.append = append;
+                    o.arr.push(r.to_string());
+                }
+                continue;
+            }
+            match k1 {
+                "args" => {
+                    if keys.len() != 3 {
+                        return Err(format!("invalid key {skey}, args requires name"));
+                    }
+                    match rhs {
+                        Some(r) => o.value = Some(r.to_string()),
+                        None => match opts.lookup(keys[2]) {
+                            Some(env) => o.value = Some(env.to_string()),
+                            None => {
+                                if pos.is_none() {
+                                    entry.pop();
+                                }
+                                continue;
+                            }
+                        },
+                    }
+                }
+                "contexts" | "labels" | "extra-hosts" | "secret" | "resources" => {
+                    if keys.len() != 3 {
+                        return Err(format!("invalid key {skey}, {k1} requires name"));
+                    }
+                    o.value = rhs.map(String::from);
+                }
+                _ => o.value = rhs.map(String::from),
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn entries(vals: &[String], kind: EntryKind) -> Result<Vec<Entry>, String> {
+    let mut out = Vec::new();
+    for v in vals {
+        if v.is_empty() {
+            continue;
+        }
+        out.extend(parse_entries(v, kind)?);
+    }
+    Ok(out)
+}
+
+fn set_list<T>(field: &mut Option<Vec<T>>, vals: Vec<T>, append: bool) {
+    if append {
+        field.get_or_insert_with(Vec::new).extend(vals);
+    } else {
+        *field = Some(vals);
+    }
+}
+
+fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), String> {
+    // Apply in a fixed order: everything but push/load first, so `output`
+    // lands before `push`/`load` look at it.
+    let mut ordered: Vec<&(String, Override)> = ovs.iter().filter(|(k, _)| k != "push" && k != "load").collect();
+    ordered.extend(ovs.iter().filter(|(k, _)| k == "load"));
+    ordered.extend(ovs.iter().filter(|(k, _)| k == "push"));
+    for (key, o) in ordered {
+        let (name, sub) = match key.split_once('.') {
+            Some((n, s)) => (n, Some(s)),
+            None => (key.as_str(), None),
+        };
+        let value = o.value.clone().unwrap_or_default();
+        match name {
+            "context" => t.context = Some(value),
+            "dockerfile" => t.dockerfile = Some(value),
+            "args" => {
+                let sub = sub.ok_or("args require name")?;
+                t.args.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), Some(value));
+            }
+            "contexts" => {
+                let sub = sub.ok_or("contexts require name")?;
+                t.contexts.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), value);
+            }
+            "labels" => {
+                let sub = sub.ok_or("labels require name")?;
+                t.labels.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), Some(value));
+            }
+            "extra-hosts" => {
+                let sub = sub.ok_or("extra-hosts require name")?;
+                t.extra_hosts.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), Some(value));
+            }
+            "tags" => set_list(&mut t.tags, o.arr.clone(), o.append),
+            "cache-from" => set_list(&mut t.cache_from, entries(&o.arr, EntryKind::Cache)?, o.append),
+            "cache-to" => set_list(&mut t.cache_to, entries(&o.arr, EntryKind::Cache)?, o.append),
+            "target" => t.target = Some(value),
+            "call" => t.call = Some(value),
+            "secrets" => set_list(&mut t.secret, entries(&o.arr, EntryKind::Secret)?, o.append),
+            "secret" => {
+                let id = sub.ok_or("secret requires an id")?;
+                let list = t.secret.get_or_insert_with(Vec::new);
+                let Some(pos) = list.iter().position(|e| e.get("id").and_then(J::as_str) == Some(id)) else {
+                    return Err(format!("secret {id:?} must be declared before it can be overridden"));
+                };
+                let mut parsed = parse_entries(&value, EntryKind::Secret)?;
+                let Some(mut ne) = parsed.pop() else {
+                    return Err(format!("invalid secret override {value:?}"));
+                };
+                let nid = ne.get("id").and_then(J::as_str).unwrap_or("").to_string();
+                let explicit_id = value.split(',').any(|f| f.trim_start().starts_with("id="));
+                if explicit_id && nid != id {
+                    return Err(format!("secret override id {nid:?} does not match declared secret {id:?}"));
+                }
+                ne.insert("id".into(), J::String(id.to_string()));
+                let e = &mut list[pos];
+                e.remove("src");
+                e.remove("env");
+                for k in ["src", "env"] {
+                    if let Some(v) = ne.remove(k) {
+                        e.insert(k.into(), v);
+                    }
+                }
+            }
+            "ssh" => set_list(&mut t.ssh, entries(&o.arr, EntryKind::Ssh)?, o.append),
+            "platform" => set_list(&mut t.platforms, o.arr.clone(), o.append),
+            "output" => set_list(&mut t.output, entries(&o.arr, EntryKind::Output)?, o.append),
+            "entitlements" => set_list(&mut t.entitlements, o.arr.clone(), true),
+            "annotations" => set_list(&mut t.annotations, o.arr.clone(), true),
+            "attest" => {
+                let new = entries(&o.arr, EntryKind::Attest)?;
+                let list = t.attest.get_or_insert_with(Vec::new);
+                for e in new {
+                    let ty = e.get("type").cloned();
+                    if let Some(p) = list.iter().position(|x| x.get("type") == ty.as_ref()) {
+                        list[p] = e;
+                    } else {
+                        list.push(e);
+                    }
+                }
+            }
+            "no-cache" => {
+                t.no_cache = Some(parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key no-cache"))?)
+            }
+            "pull" => t.pull = Some(parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key pull"))?),
+            "no-cache-filter" => set_list(&mut t.no_cache_filter, o.arr.clone(), o.append),
+            "shm-size" => t.shm_size = Some(value),
+            "ulimits" => set_list(&mut t.ulimits, o.arr.clone(), o.append),
+            "network" => t.network = Some(value),
+            "policy" => set_list(&mut t.policy, entries(&o.arr, EntryKind::Policy)?, o.append),
+            "resources" => {
+                let sub = sub.ok_or("resources requires a field name")?;
+                t.resources.get_or_insert_with(Default::default).set(sub, &value)?;
+            }
+            "push" => {
+                let b = parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key push"))?;
+                set_push(t, b);
+            }
+            "load" => {
+                let b = parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key load"))?;
+                if b {
+                    set_load(t);
+                }
+            }
+            other => return Err(format!("unknown key: {other}")),
+        }
+    }
+    Ok(())
+}
+
+fn ty(e: &Entry) -> &str {
+    e.get("type").and_then(J::as_str).unwrap_or("")
+}
+
+fn set_push(t: &mut Target, push: bool) {
+    let outs = t.output.get_or_insert_with(Vec::new);
+    if push {
+        let mut has_image = false;
+        for e in outs.iter_mut() {
+            if ty(e) == "image" {
+                e.insert("push".into(), J::String("true".into()));
+                has_image = true;
+            } else if ty(e) == "registry" {
+                has_image = true;
+            }
+        }
+        if !has_image && outs.iter().all(|e| ty(e) == "docker") {
+            let mut e = Entry::new();
+            e.insert("type".into(), J::String("image".into()));
+            e.insert("push".into(), J::String("true".into()));
+            outs.push(e);
+        }
+    } else {
+        outs.retain(|e| ty(e) != "registry");
+        for e in outs.iter_mut() {
+            if ty(e) == "image" {
+                e.insert("push".into(), J::String("false".into()));
+            }
+        }
+    }
+}
+
+fn set_load(t: &mut Target) {
+    let outs = t.output.get_or_insert_with(Vec::new);
+    if outs.iter().any(|e| ty(e) == "docker" && !e.contains_key("dest")) {
+        return;
+    }
+    if outs.iter().any(|e| !matches!(ty(e), "image" | "registry" | "oci" | "docker")) {
+        return;
+    }
+    let mut e = Entry::new();
+    e.insert("type".into(), J::String("docker".into()));
+    outs.push(e);
+}
+
+/// The result of `ReadTargets`: the returned targets and groups.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved {
+    pub targets: BTreeMap<String, Target>,
+    pub groups: BTreeMap<String, Group>,
+    /// The order targets were first reached (requested order, then links).
+    pub order: Vec<String>,
+}
+
+struct Resolver<'c> {
+    cfg: &'c Config,
+    file_relative: bool,
+    overrides: Overrides,
+    by_name: HashMap<&'c str, &'c Target>,
+    groups: HashMap<&'c str, &'c Group>,
+}
+
+impl<'c> Resolver<'c> {
+    fn target(&self, name: &str, visited: &mut HashMap<String, Option<Target>>) -> Result<Option<Target>, String> {
+        if let Some(t) = visited.get(name) {
+            return Ok(t.clone());
+        }
+        visited.insert(name.to_string(), None);
+        let Some(base) = self.by_name.get(name) else {
+            return Err(format!("failed to find target {name}"));
+        };
+        let mut tt = Target::default();
+        for parent in base.inherits.clone().unwrap_or_default() {
+            if let Some(p) = self.target(&parent, visited)? {
+                tt.merge(&p);
+            }
+        }
+        let mut m = Target::default();
+        m.merge(&tt);
+        m.merge(base);
+        m.name = name.to_string();
+        if let Some(ovs) = self.overrides.get(name) {
+            apply_overrides(&mut m, ovs)?;
+        }
+        m.normalize();
+        visited.insert(name.to_string(), Some(m.clone()));
+        Ok(Some(m))
+    }
+
+    fn resolve_target(&self, name: &str) -> Result<Target, String> {
+        let mut visited = HashMap::new();
+        let mut t = self.target(name, &mut visited)?.ok_or_else(|| format!("failed to find target {name}"))?;
+        t.inherits = None;
+        if t.context.is_none() {
+            let dir = if self.file_relative { self.cfg.target_dirs.get(name).cloned() } else { None };
+            t.context = Some(dir.unwrap_or_else(|| ".".into()));
+        }
+        if t.dockerfile.as_deref().is_none_or(str::is_empty) {
+            t.dockerfile = Some("Dockerfile".into());
+        }
+        Ok(t)
+    }
+
+    /// Expands a name: a group (recursively) or a target. Returns the
+    /// targets and the groups traversed.
+    fn expand(&self, name: &str, seen: &mut BTreeSet<String>, targets: &mut Vec<String>, groups: &mut Vec<String>) {
+        if let Some(g) = self.groups.get(name) {
+            if !seen.insert(name.to_string()) {
+                return;
+            }
+            groups.push(name.to_string());
+            for t in &g.targets {
+                if t == name {
+                    if !targets.contains(t) {
+                        targets.push(t.clone());
+                    }
+                    continue;
+                }
+                self.expand(t, seen, targets, groups);
+            }
+        } else if !targets.iter().any(|t| t == name) {
+            targets.push(name.to_string());
+        }
+    }
+}
+
+/// Resolves the requested names (targets, groups or glob patterns) with
+/// `--set` overrides, as `docker buildx bake --print` does.
+pub fn read_targets(cfg: &Config, requested: &[String], sets: &[String], opts: &Options) -> Result<Resolved, String> {
+    let overrides = parse_overrides(cfg, sets, opts)?;
+    let r = Resolver {
+        cfg,
+        file_relative: opts.file_relative_paths,
+        overrides,
+        by_name: cfg.targets.iter().map(|t| (t.name.as_str(), t)).collect(),
+        groups: cfg.groups.iter().map(|g| (g.name.as_str(), g)).collect(),
+    };
+    let requested: Vec<String> = if requested.is_empty() { vec!["default".into()] } else { requested.to_vec() };
+    let mut names: Vec<String> = Vec::new();
+    for raw in &requested {
+        let n = raw.replace('.', "_");
+        if is_pattern(&n) {
+            let mut matched: Vec<String> = Vec::new();
+            for g in &cfg.groups {
+                if glob_match(&n, &g.name) && !matched.contains(&g.name) {
+                    matched.push(g.name.clone());
+                }
+            }
+            for t in &cfg.targets {
+                if glob_match(&n, &t.name) && !matched.contains(&t.name) {
+                    matched.push(t.name.clone());
+                }
+            }
+            if matched.is_empty() {
+                return Err(format!("could not find any target matching {n:?}"));
+            }
+            names.extend(matched);
+        } else {
+            names.push(n);
+        }
+    }
+    let mut out = Resolved::default();
+    let mut seen = BTreeSet::new();
+    for n in &names {
+        let mut ts = Vec::new();
+        let mut gs = Vec::new();
+        r.expand(n, &mut seen, &mut ts, &mut gs);
+        for t in ts {
+            if !out.targets.contains_key(&t) {
+                let rt = r.resolve_target(&t)?;
+                out.order.push(t.clone());
+                out.targets.insert(t, rt);
+            }
+        }
+        for g in gs {
+            if let Some(decl) = r.groups.get(g.as_str()) {
+                out.groups.insert(g.clone(), (*decl).clone());
+            }
+        }
+    }
+    // The synthesised default group: the requested names, sorted, unique;
+    // a declared `default` group that was requested keeps its own members.
+    let mut dflt: Vec<String> = names.clone();
+    if let Some(g) = out.groups.get("default") {
+        if names.iter().any(|n| n == "default") {
+            dflt.retain(|n| n != "default");
+            dflt.extend(g.targets.iter().cloned());
+        }
+    }
+    dflt.sort();
+    dflt.dedup();
+    out.groups.insert("default".into(), Group { name: "default".into(), description: None, targets: dflt });
+
+    // Follow `target:` links.
+    let mut queue: Vec<String> = out.order.clone();
+    let mut i = 0;
+    while i < queue.len() {
+        let name = queue[i].clone();
+        i += 1;
+        let mut stack = vec![name.clone()];
+        load_links(&r, &name, &mut out, &mut stack, &mut queue)?;
+    }
+    Ok(out)
+}
+
+fn load_links(r: &Resolver, name: &str, out: &mut Resolved, stack: &mut Vec<String>, queue: &mut Vec<String>) -> Result<(), String> {
+    let Some(t) = out.targets.get(name).cloned() else {
+        return Ok(());
+    };
+    for v in t.contexts.clone().unwrap_or_default().values() {
+        let Some(dep) = v.strip_prefix("target:") else { continue };
+        if dep == name {
+            return Err(format!("target {name} cannot link to itself"));
+        }
+        if stack.iter().any(|s| s == dep) {
+            return Err(format!("infinite loop from {name} to {dep}"));
+        }
+        if !out.targets.contains_key(dep) {
+            let mut lt = r.resolve_target(dep)?;
+            let mut e = Entry::new();
+            e.insert("type".into(), J::String("cacheonly".into()));
+            lt.output = Some(vec![e]);
+            lt.linked = true;
+            out.order.push(dep.to_string());
+            out.targets.insert(dep.to_string(), lt);
+            queue.push(dep.to_string());
+        }
+        let dt = out.targets.get(dep).cloned().unwrap_or_default();
+        // Entitlements of a linked target are added to the linking target.
+        if let Some(ents) = dt.entitlements.clone().filter(|e| !e.is_empty()) {
+            if let Some(me) = out.targets.get_mut(name) {
+                let list = me.entitlements.get_or_insert_with(Vec::new);
+                for e in ents {
+                    if !list.contains(&e) {
+                        list.push(e);
+                    }
+                }
+            }
+        }
+        let tp = t.platforms.clone().unwrap_or_default();
+        let dp = dt.platforms.clone().unwrap_or_default();
+        if tp.len() > 1 && dp.len() > 1 && !tp.iter().all(|p| dp.contains(p)) {
+            return Err(format!("target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"));
+        }
+        stack.push(dep.to_string());
+        load_links(r, dep, out, stack, queue)?;
+        stack.pop();
+    }
+    let _ = r.cfg;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob() {
+        assert!(glob_match("*", "abc"));
+        assert!(glob_match("a*", "abc"));
+        assert!(!glob_match("b*", "abc"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(glob_match("[ab]bc", "bbc"));
+        assert!(glob_match("[^a]bc", "bbc"));
+        assert!(!glob_match("[a-c]x", "dx"));
+        assert!(!glob_match("[", "a"));
+    }
+}
