@@ -20,9 +20,11 @@ mod reference;
 mod render;
 mod suggest;
 mod target;
+pub mod plan;
 
 pub use error::GraphError;
 pub use graph::{Edge, EdgeKind, Graph};
 pub use reference::{ImageRef, normalize_reference};
 pub use suggest::suggest;
 pub use target::PlanTarget;
+pub use plan::{Plan, PlannedTarget};

@@ -1,0 +1,80 @@
+//! The `kiln plan --format json` contract: what will be built, in a valid
+//! build order, with each target's direct dependencies. Later stages add
+//! fields (keys, actions, reasons); the ones here are stable.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Graph, GraphError};
+
+/// One planned target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedTarget {
+    pub name: String,
+    /// Direct dependencies, in build order.
+    pub deps: Vec<String>,
+    pub dockerfile: String,
+    pub context: String,
+    pub platforms: Vec<String>,
+}
+
+/// A plan: targets in a valid build order (every dependency first).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub targets: Vec<PlannedTarget>,
+}
+
+impl Plan {
+    /// Plans the closure of `requested` over `graph`.
+    pub fn new<S: AsRef<str>>(graph: &Graph, requested: &[S]) -> Result<Plan, GraphError> {
+        let order = graph.closure(requested)?;
+        let targets = order
+            .into_iter()
+            .filter_map(|name| {
+                let t = graph.target(name)?;
+                Some(PlannedTarget {
+                    name: name.to_string(),
+                    deps: graph.deps(name).into_iter().map(String::from).collect(),
+                    dockerfile: t.dockerfile.clone(),
+                    context: t.context.clone(),
+                    platforms: t.platforms.clone(),
+                })
+            })
+            .collect();
+        Ok(Plan { targets })
+    }
+
+    /// A human-readable table.
+    pub fn render_text(&self) -> String {
+        let w = self.targets.iter().map(|t| t.name.len()).max().unwrap_or(6).max(6);
+        let mut out = format!("{:>3}  {:<w$}  {}\n", "#", "TARGET", "DEPENDS ON");
+        for (i, t) in self.targets.iter().enumerate() {
+            let deps = if t.deps.is_empty() { "-".to_string() } else { t.deps.join(", ") };
+            out.push_str(&format!("{:>3}  {:<w$}  {}\n", i + 1, t.name, deps));
+            let plat = if t.platforms.is_empty() { "(engine default)".to_string() } else { t.platforms.join(",") };
+            out.push_str(&format!("{:>3}  {:<w$}    context {}, dockerfile {}, platforms {}\n", "", "", t.context, t.dockerfile, plat));
+        }
+        out.push_str(&format!("{} target(s)\n", self.targets.len()));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PlanTarget;
+
+    #[test]
+    fn plan_orders_and_lists_deps() {
+        let g = Graph::new(vec![
+            PlanTarget::new("app").with_context("base", "target:base"),
+            PlanTarget::new("base"),
+        ])
+        .unwrap();
+        let p = Plan::new(&g, &["app"]).unwrap();
+        assert_eq!(p.targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["base", "app"]);
+        assert_eq!(p.targets[1].deps, ["base"]);
+        let j = serde_json::to_value(&p).unwrap();
+        assert_eq!(j["targets"][1]["deps"][0], "base");
+        assert!(p.render_text().contains("2 target(s)"));
+    }
+}

@@ -1,0 +1,82 @@
+//! The command-line interface (clap types). Resolved once into
+//! [`crate::settings`] structs that the commands receive.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// kiln builds graphs of container images on BuildKit, from the
+/// `docker buildx bake` files you already have.
+#[derive(Debug, Parser)]
+#[command(name = "kiln", version, about, long_about = None, disable_help_subcommand = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the resolved targets as `docker buildx bake --print` does.
+    Print(PrintArgs),
+    /// Show the build graph: targets in build order with their dependencies.
+    Plan(PlanArgs),
+}
+
+/// Inputs shared by every command that reads bake files.
+#[derive(Debug, Args)]
+pub struct BakeArgs {
+    /// Bake file(s), evaluated in order as one body (`-` reads stdin).
+    /// Default: docker-bake.json, docker-bake.hcl, docker-bake.override.json,
+    /// docker-bake.override.hcl in the current directory (or $BUILDX_BAKE_FILE).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Override a target attribute: `TARGET.KEY[.SUBKEY][+]=VALUE` (patterns allowed).
+    #[arg(long = "set", value_name = "TARGET.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Set a variable: `NAME=VALUE` (wins over the environment).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub var: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PrintArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    /// List targets or variables instead of printing JSON.
+    #[arg(long, value_enum)]
+    pub list: Option<ListKind>,
+    /// Targets or groups to print (default: `default`).
+    #[arg(value_name = "TARGET|GROUP")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ListKind {
+    Targets,
+    Variables,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Print the graph instead of the plan.
+    #[arg(long, value_enum)]
+    pub graph: Option<GraphFormat>,
+    /// Targets or groups to plan (default: `default`).
+    #[arg(value_name = "TARGET|GROUP")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    Mermaid,
+    Dot,
+}

@@ -1,0 +1,95 @@
+//! `kiln plan`: the ordered closure of the requested targets with each
+//! target's direct dependencies, as text, JSON, or a mermaid/dot graph.
+
+use std::io::Write;
+
+use kiln_bake::{Bake, Diags};
+use kiln_plan::{Graph, GraphError, Plan, PlanTarget};
+
+use crate::cli::{Format, GraphFormat};
+use crate::error::CliError;
+use crate::settings::BakeSettings;
+
+pub struct PlanSettings {
+    pub bake: BakeSettings,
+    pub format: Format,
+    pub graph: Option<GraphFormat>,
+    pub targets: Vec<String>,
+}
+
+fn plan_target(t: &kiln_bake::Target) -> PlanTarget {
+    PlanTarget {
+        name: t.name.clone(),
+        context: t.context.clone().unwrap_or_else(|| ".".into()),
+        dockerfile: t.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
+        contexts: t.contexts.clone().unwrap_or_default(),
+        args: t.args.clone().unwrap_or_default().into_iter().filter_map(|(k, v)| Some((k, v?))).collect(),
+        tags: t.tags.clone().unwrap_or_default(),
+        platforms: t.platforms.clone().unwrap_or_default(),
+        target: t.target.clone(),
+    }
+}
+
+/// Maps a graph error to a CLI error pointing at the bake file.
+fn graph_error(bake: &Bake, e: GraphError) -> CliError {
+    let text = e.to_string();
+    let (message, hint) = match text.split_once("\nhint: ") {
+        Some((m, h)) => (m.to_string(), Some(h.to_string())),
+        None => (text, None),
+    };
+    let span = match &e {
+        GraphError::Cycle { path } => path.first().and_then(|n| bake.config.attr_spans.get(&(n.clone(), "contexts".into())).or(bake.config.target_spans.get(n))),
+        GraphError::UnknownContextTarget { target, .. } => bake.config.attr_spans.get(&(target.clone(), "contexts".into())),
+        GraphError::UnknownTarget { name, .. } | GraphError::DuplicateTarget { name } => bake.config.target_spans.get(name),
+    };
+    let rendered = match span {
+        Some(s) => kiln_bake::diag::render(&Diags::at(*s, message.clone(), ""), &bake.sources),
+        None => message,
+    };
+    let mut err = CliError::usage(rendered);
+    if let Some(h) = hint {
+        err = err.with_hint(h);
+    }
+    err
+}
+
+/// Builds the graph over every target of the files (so that references to
+/// tags another target produces become edges) and plans the requested ones.
+pub fn build_plan(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<(Graph, Plan), CliError> {
+    let r = super::resolve(bake, s, requested)?;
+    let all: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
+    let full = bake.resolve(&all, &s.sets, &s.opts).unwrap_or_else(|_| r.clone());
+    let mut targets: Vec<PlanTarget> = bake
+        .config
+        .targets
+        .iter()
+        .filter_map(|t| full.targets.get(&t.name).or(r.targets.get(&t.name)))
+        .map(plan_target)
+        .collect();
+    for (n, t) in &r.targets {
+        if !targets.iter().any(|p| &p.name == n) {
+            targets.push(plan_target(t));
+        }
+    }
+    let graph = Graph::new(targets).map_err(|e| graph_error(bake, e))?;
+    let wanted: Vec<&str> = r.order.iter().map(String::as_str).collect();
+    let plan = Plan::new(&graph, &wanted).map_err(|e| graph_error(bake, e))?;
+    Ok((graph, plan))
+}
+
+pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let bake = super::load(&s.bake)?;
+    let (graph, plan) = build_plan(&bake, &s.bake, &s.targets)?;
+    let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
+    let text = match (s.graph, s.format) {
+        (Some(GraphFormat::Mermaid), _) => graph.render_mermaid(&names),
+        (Some(GraphFormat::Dot), _) => graph.render_dot(&names),
+        (None, Format::Json) => {
+            let mut t = serde_json::to_string_pretty(&plan).map_err(|e| CliError::env(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+        (None, Format::Text) => plan.render_text(),
+    };
+    crate::output::write(out, &text)
+}

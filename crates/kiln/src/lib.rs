@@ -1,0 +1,60 @@
+//! kiln: builds graphs of container images on BuildKit, correctly cached,
+//! from `docker buildx bake` files. This crate is the command line: it parses
+//! arguments, resolves them into settings, runs one command, and maps errors
+//! to the documented exit codes (see [`error::exit`]).
+//!
+//! stdout carries data only; messages and errors go to stderr.
+
+pub mod cli;
+pub mod commands;
+pub mod error;
+pub mod output;
+pub mod settings;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::CliError;
+use crate::settings::BakeSettings;
+
+/// Runs kiln with the given arguments and returns the process exit code.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { error::exit::USAGE } else { error::exit::OK };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match dispatch(cli, &mut out) {
+        Ok(()) => ExitCode::from(error::exit::OK),
+        Err(e) => {
+            eprintln!("{e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+    match cli.command {
+        Command::Print(a) => {
+            let s = commands::print::PrintSettings { bake: BakeSettings::resolve(&a.bake)?, list: a.list, targets: a.targets };
+            commands::print::run(s, out)
+        }
+        Command::Plan(a) => {
+            let s = commands::plan::PlanSettings {
+                bake: BakeSettings::resolve(&a.bake)?,
+                format: a.format,
+                graph: a.graph,
+                targets: a.targets,
+            };
+            commands::plan::run(s, out)
+        }
+    }
+}

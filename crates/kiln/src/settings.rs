@@ -1,0 +1,84 @@
+//! Settings resolved from the command line and the environment, once.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::cli::BakeArgs;
+use crate::error::CliError;
+
+/// What every bake-reading command needs.
+#[derive(Debug, Clone)]
+pub struct BakeSettings {
+    pub files: Vec<String>,
+    pub sets: Vec<String>,
+    pub opts: kiln_bake::Options,
+    pub cwd: PathBuf,
+    pub source_date_epoch: Option<String>,
+}
+
+/// The platform of this machine in OCI form (`linux/amd64`).
+pub fn local_platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        "arm" => "arm",
+        "powerpc64" => "ppc64le",
+        "s390x" => "s390x",
+        "riscv64" => "riscv64",
+        other => other,
+    };
+    format!("{}/{arch}", std::env::consts::OS)
+}
+
+fn truthy(v: Option<&String>) -> bool {
+    v.is_some_and(|v| kiln_bake::model::parse_go_bool(v).unwrap_or(false))
+}
+
+impl BakeSettings {
+    pub fn resolve(args: &BakeArgs) -> Result<BakeSettings, CliError> {
+        let env: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        let cwd = std::env::current_dir().map_err(|e| CliError::env(format!("cannot read the current directory: {e}")))?;
+        let mut vars = BTreeMap::new();
+        for v in &args.var {
+            let Some((k, val)) = v.split_once('=') else {
+                return Err(CliError::usage(format!("invalid --var {v:?}: expected NAME=VALUE")));
+            };
+            vars.insert(k.to_string(), val.to_string());
+        }
+        let mut files = args.files.clone();
+        if files.is_empty() {
+            if let Some(f) = env.get("BUILDX_BAKE_FILE").filter(|f| !f.is_empty()) {
+                let sep = env.get("BUILDX_BAKE_PATH_SEPARATOR").cloned().unwrap_or_else(|| ":".into());
+                files = f.split(sep.as_str()).filter(|s| !s.is_empty()).map(String::from).collect();
+            }
+        }
+        if files.is_empty() {
+            files = kiln_bake::default_files(&cwd)
+                .map_err(CliError::from)?
+                .into_iter()
+                .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                .collect();
+        }
+        let opts = kiln_bake::Options {
+            builtins: [
+                ("BAKE_CMD_CONTEXT".to_string(), "cwd://".to_string()),
+                ("BAKE_LOCAL_PLATFORM".to_string(), local_platform()),
+            ]
+            .into(),
+            disable_env_lookup: truthy(env.get("BUILDX_BAKE_DISABLE_VARS_ENV_LOOKUP")),
+            file_relative_paths: truthy(env.get("BUILDX_BAKE_FILE_RELATIVE_PATHS")),
+            env: env.clone(),
+            vars,
+        };
+        Ok(BakeSettings {
+            files,
+            sets: args.set.clone(),
+            opts,
+            cwd,
+            source_date_epoch: env.get("SOURCE_DATE_EPOCH").cloned(),
+        })
+    }
+}

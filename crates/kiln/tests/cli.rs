@@ -1,0 +1,217 @@
+//! End-to-end tests of the real `kiln` binary: output snapshots, error
+//! messages with positions and hints, and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh temporary workspace with the given files.
+fn workspace(files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kiln-cli-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, text) in files {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+fn kiln(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("run kiln")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const STACK: &str = r#"variable "TAG" { default = "dev" }
+group "default" { targets = ["app"] }
+target "_common" {
+  labels = { "org.opencontainers.image.source" = "https://example.invalid/app" }
+}
+target "base" {
+  inherits = ["_common"]
+  dockerfile = "Dockerfile.base"
+  tags = ["registry.local/base:${TAG}"]
+}
+target "app" {
+  inherits = ["_common"]
+  contexts = { base = "target:base" }
+  args = { BASE = "base" }
+  tags = ["registry.local/app:${TAG}"]
+  platforms = ["linux/amd64"]
+}
+target "run" {
+  contexts = { app = "docker-image://registry.local/app:${TAG}" }
+}
+"#;
+
+#[test]
+fn print_matches_bake_print_form() {
+    let dir = workspace(&[("docker-bake.hcl", STACK)]);
+    let o = kiln(&dir, &["print"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    insta::assert_snapshot!("print_default", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"]["base"]["output"][0]["type"], "cacheonly", "linked targets are cache-only");
+}
+
+#[test]
+fn print_with_set_and_var() {
+    let dir = workspace(&[("docker-bake.hcl", STACK)]);
+    let o = kiln(&dir, &["print", "--var", "TAG=1.0", "--set", "app.args.EXTRA=1", "--set", "*.platform=linux/arm64", "app"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"]["app"]["tags"][0], "registry.local/app:1.0");
+    assert_eq!(v["target"]["app"]["args"]["EXTRA"], "1");
+    assert_eq!(v["target"]["app"]["platforms"][0], "linux/arm64");
+}
+
+#[test]
+fn plan_text_json_and_graphs() {
+    let dir = workspace(&[("docker-bake.hcl", STACK)]);
+    let o = kiln(&dir, &["plan", "run"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    insta::assert_snapshot!("plan_text", stdout(&o));
+    let o = kiln(&dir, &["plan", "--format", "json", "run"]);
+    insta::assert_snapshot!("plan_json", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["base", "app", "run"], "dependencies come first; `run` reaches `app` through its tag");
+    let o = kiln(&dir, &["plan", "--graph", "mermaid", "run"]);
+    insta::assert_snapshot!("plan_mermaid", stdout(&o));
+    let o = kiln(&dir, &["plan", "--graph", "dot", "run"]);
+    insta::assert_snapshot!("plan_dot", stdout(&o));
+}
+
+#[test]
+fn unknown_target_suggests_and_exits_2() {
+    let dir = workspace(&[("docker-bake.hcl", STACK)]);
+    let o = kiln(&dir, &["plan", "apq"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty(), "errors never go to stdout");
+    insta::assert_snapshot!("err_unknown_target", stderr(&o));
+}
+
+#[test]
+fn evaluation_error_has_position_and_caret() {
+    let dir = workspace(&[("docker-bake.hcl", "target \"a\" {\n  tags = [\"x\", nope]\n}\n")]);
+    let o = kiln(&dir, &["print", "a"]);
+    assert_eq!(o.status.code(), Some(2));
+    insta::assert_snapshot!("err_unknown_variable", stderr(&o));
+}
+
+#[test]
+fn syntax_error_has_position() {
+    let dir = workspace(&[("docker-bake.hcl", "target \"a\" {\n  tags = [\"x\"\n}\n")]);
+    let o = kiln(&dir, &["print", "a"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("docker-bake.hcl:3:1"), "{}", stderr(&o));
+}
+
+#[test]
+fn cycle_is_reported_with_path_and_position() {
+    let bake = r#"target "a" {
+  tags = ["r/a:1"]
+  args = { BASE = "r/b:1" }
+}
+target "b" {
+  tags = ["r/b:1"]
+  contexts = { a = "docker-image://r/a:1" }
+}
+"#;
+    let dir = workspace(&[("docker-bake.hcl", bake)]);
+    let o = kiln(&dir, &["plan", "a"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("a -> b -> a") || e.contains("b -> a -> b"), "{e}");
+    assert!(e.contains("docker-bake.hcl:"), "{e}");
+    insta::assert_snapshot!("err_cycle", e);
+}
+
+#[test]
+fn target_context_loop_is_an_error() {
+    let bake = "target \"a\" {\n  contexts = { x = \"target:b\" }\n}\ntarget \"b\" {\n  contexts = { y = \"target:a\" }\n}\n";
+    let dir = workspace(&[("docker-bake.hcl", bake)]);
+    let o = kiln(&dir, &["plan", "a"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("infinite loop from"), "{}", stderr(&o));
+}
+
+#[test]
+fn missing_file_and_no_file() {
+    let dir = workspace(&[]);
+    let o = kiln(&dir, &["plan"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("couldn't find a bake definition"), "{}", stderr(&o));
+    let o = kiln(&dir, &["plan", "-f", "nope.hcl"]);
+    assert_eq!(o.status.code(), Some(2));
+    insta::assert_snapshot!("err_missing_file", stderr(&o));
+}
+
+#[test]
+fn compose_files_are_rejected_clearly() {
+    let dir = workspace(&[("compose.yaml", "services:\n  app:\n    build: .\n")]);
+    let o = kiln(&dir, &["plan"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Compose files are not supported"), "{}", stderr(&o));
+}
+
+#[test]
+fn json_bake_files_and_stdin() {
+    let dir = workspace(&[("docker-bake.json", r#"{"variable": {"T": {"default": "x"}}, "target": {"app": {"tags": ["r/app:${T}"]}}}"#)]);
+    let o = kiln(&dir, &["print", "app"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"]["app"]["tags"][0], "r/app:x");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["print", "-f", "-", "app"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"target \"app\" {\n  tags = [\"r/app:stdin\"]\n}\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"]["app"]["tags"][0], "r/app:stdin");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = workspace(&[]);
+    let o = kiln(&dir, &["plan", "--format", "yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = kiln(&dir, &["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = kiln(&dir, &["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn list_targets_and_variables() {
+    let dir = workspace(&[("docker-bake.hcl", STACK)]);
+    let o = kiln(&dir, &["print", "--list", "targets"]);
+    assert!(o.status.success());
+    let s = stdout(&o);
+    assert!(s.starts_with("TARGET"), "{s}");
+    assert!(!s.contains("_common"), "hidden targets are not listed: {s}");
+    let o = kiln(&dir, &["print", "--list", "variables"]);
+    assert!(stdout(&o).contains("TAG"));
+}
