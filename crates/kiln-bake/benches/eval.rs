@@ -87,11 +87,19 @@ impl Funcs {
 
     /// `upper(e)` for an expression `e` (identity without `upper`).
     fn upper(&self, e: &str) -> String {
-        if self.upper { format!("upper({e})") } else { e.to_string() }
+        if self.upper {
+            format!("upper({e})")
+        } else {
+            e.to_string()
+        }
     }
 
     fn lower(&self, e: &str) -> String {
-        if self.lower { format!("lower({e})") } else { e.to_string() }
+        if self.lower {
+            format!("lower({e})")
+        } else {
+            e.to_string()
+        }
     }
 }
 
@@ -199,9 +207,9 @@ function "labels" {{
     );
     // `_base` targets, inherited on up to three levels.
     let platforms_label = if f.join {
-        r#"join(",", PLATFORMS)"#.to_string()
+        r#"${join(",", PLATFORMS)}"#
     } else {
-        r#""%{ for p in PLATFORMS }${p} %{ endfor }""#.to_string()
+        "%{ for p in PLATFORMS }${p},%{ endfor }"
     };
     w!(
         s,
@@ -218,7 +226,7 @@ function "labels" {{
 target "_platforms" {{
   inherits  = ["_common"]
   platforms = PLATFORMS
-  annotations = ["index:org.opencontainers.image.platforms=${{{platforms_label}}}"]
+  annotations = ["index:org.opencontainers.image.platforms={platforms_label}"]
 }}
 
 target "_release" {{
@@ -330,7 +338,11 @@ fn generate(n: usize, f: &Funcs) -> Workload {
     let plain_names: Vec<String> = (0..plain).map(svc).collect();
     for (k, chunk) in plain_names.chunks(GROUP_SLICE).enumerate() {
         let g = format!("services-{k:03}");
-        w!(s, "group \"{g}\" {{\n  targets = {}\n}}", quoted_list(chunk));
+        w!(
+            s,
+            "group \"{g}\" {{\n  targets = {}\n}}",
+            quoted_list(chunk)
+        );
         groups.push(g);
     }
     let mx_names: Vec<String> = (0..matrix_blocks).map(mx).collect();
@@ -343,7 +355,11 @@ fn generate(n: usize, f: &Funcs) -> Workload {
         );
         groups.push(g);
     }
-    w!(s, "group \"default\" {{\n  targets = {}\n}}", quoted_list(&groups));
+    w!(
+        s,
+        "group \"default\" {{\n  targets = {}\n}}",
+        quoted_list(&groups)
+    );
     Workload {
         text: s,
         targets: plain + matrix_blocks * MATRIX_FANOUT,
@@ -376,18 +392,29 @@ fn check(doc: &J, wl: &Workload) {
     let t1 = &targets[&svc(1)];
     let tags = t1["tags"].as_array().expect("tags");
     assert!(
-        tags.iter().any(|t| t.as_str().is_some_and(|s| s.ends_with(":1.4.2"))),
+        tags.iter()
+            .any(|t| t.as_str().is_some_and(|s| s.ends_with(":1.4.2"))),
         "VERSION env override not applied: {tags:?}"
     );
     assert!(
-        tags.iter().any(|t| t.as_str().is_some_and(|s| s.ends_with(":build-1234"))),
+        tags.iter()
+            .any(|t| t.as_str().is_some_and(|s| s.ends_with(":build-1234"))),
         "typed BUILD_NUMBER override not applied: {tags:?}"
     );
-    assert_eq!(t1["platforms"].as_array().map(Vec::len), Some(2), "typed list override: {t1}");
-    assert!(t1["cache-to"].as_array().is_some_and(|a| !a.is_empty()), "typed bool override: {t1}");
+    assert_eq!(
+        t1["platforms"].as_array().map(Vec::len),
+        Some(2),
+        "typed list override: {t1}"
+    );
+    assert!(
+        t1["cache-to"].as_array().is_some_and(|a| !a.is_empty()),
+        "typed bool override: {t1}"
+    );
     assert_eq!(t1["contexts"]["upstream"], "target:svc-00000");
-    let m = &targets[&format!("{}-debian-py312", mx(0))];
-    assert_eq!(m["dockerfile"], "Dockerfile.debian");
+    if wl.matrix_blocks > 0 {
+        let m = &targets[&format!("{}-debian-py312", mx(0))];
+        assert_eq!(m["dockerfile"], "Dockerfile.debian");
+    }
 }
 
 fn median(v: &[Duration]) -> Duration {
@@ -414,7 +441,7 @@ fn reset_peak_rss() -> bool {
 
 const PHASES: [&str; 4] = ["load", "resolve", "print", "total"];
 
-struct Result1 {
+struct SizeResult {
     n: usize,
     runs: usize,
     wl_bytes: usize,
@@ -428,13 +455,13 @@ struct Result1 {
     peak_rss_kib: Option<u64>,
 }
 
-impl Result1 {
+impl SizeResult {
     fn med(&self, phase: usize) -> Duration {
         median(&self.samples[phase])
     }
 }
 
-fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: bool) -> Result1 {
+fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: bool) -> SizeResult {
     if peak_resettable {
         reset_peak_rss();
     }
@@ -451,7 +478,9 @@ fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: b
             Err(e) => panic!("load failed for N={n}:\n{e}"),
         };
         let t1 = Instant::now();
-        let resolved = bake.resolve(&requested, &[], opts).unwrap_or_else(|e| panic!("resolve failed for N={n}: {e}"));
+        let resolved = bake
+            .resolve(&requested, &[], opts)
+            .unwrap_or_else(|e| panic!("resolve failed for N={n}: {e}"));
         let t2 = Instant::now();
         let doc = print_json(&resolved);
         let t3 = Instant::now();
@@ -465,7 +494,7 @@ fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: b
         // Dropped outside the timed region.
         drop((doc, resolved, bake));
     }
-    Result1 {
+    SizeResult {
         n,
         runs,
         wl_bytes: wl.text.len(),
@@ -479,16 +508,82 @@ fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: b
     }
 }
 
+/// `--breakdown`: one extra pass per N splitting the phases through the
+/// public API: HCL syntax (`parse_file`) vs evaluation (`parse::parse`),
+/// `resolve(["default"])` vs `resolve(<every target name>)` (the same
+/// targets without group expansion), and dropping the result.
+fn breakdown(n: usize, f: &Funcs, opts: &Options) -> J {
+    let wl = generate(n, f);
+    let name = "docker-bake.hcl".to_string();
+    let mut sources = kiln_bake::Sources::default();
+    let t0 = Instant::now();
+    let body = kiln_bake::parse_file(&mut sources, &name, wl.text.clone()).expect("syntax");
+    let t1 = Instant::now();
+    let config = kiln_bake::parse::parse(
+        std::slice::from_ref(&body),
+        std::slice::from_ref(&name),
+        opts,
+    )
+    .expect("evaluate");
+    let t2 = Instant::now();
+    let bake = kiln_bake::Bake { sources, config };
+    let by_group = bake
+        .resolve(&["default".to_string()], &[], opts)
+        .expect("resolve default");
+    let t3 = Instant::now();
+    let names: Vec<String> = bake
+        .config
+        .targets
+        .iter()
+        .map(|t| t.name.clone())
+        .filter(|n| !n.starts_with('_'))
+        .collect();
+    let t4 = Instant::now();
+    let by_name = bake.resolve(&names, &[], opts).expect("resolve names");
+    let t5 = Instant::now();
+    assert_eq!(by_name.targets.len(), by_group.targets.len());
+    drop((by_group, by_name));
+    let t6 = Instant::now();
+    drop((bake, body));
+    let t7 = Instant::now();
+    let row = json!({
+        "n": n,
+        "syntax_ms": ms(t1 - t0),
+        "evaluate_ms": ms(t2 - t1),
+        "resolve_default_ms": ms(t3 - t2),
+        "resolve_names_ms": ms(t5 - t4),
+        "drop_resolved_ms": ms(t6 - t5),
+        "drop_bake_ms": ms(t7 - t6),
+    });
+    eprintln!("breakdown {row}");
+    row
+}
+
+/// The 1-minute load average, to flag runs on a busy machine.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(String::from))
+        .unwrap_or_else(|| "?".into())
+}
+
 fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        None => {
+            let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+            p.canonicalize().unwrap_or(p)
+        }
     }
 }
 
 fn main() {
     // `cargo bench` passes `--bench`; any bare numbers replace the sizes.
-    let mut sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.replace('_', "").parse().ok()).collect();
+    let want_breakdown = std::env::args().any(|a| a == "--breakdown");
+    let mut sizes: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.replace('_', "").parse().ok())
+        .collect();
     if sizes.is_empty() {
         sizes = vec![1_000, 10_000, 50_000];
     }
@@ -497,12 +592,20 @@ fn main() {
     let opts = options();
     let peak_resettable = reset_peak_rss();
 
+    let load_before = loadavg();
     let mut out = String::new();
-    w!(out, "kiln-bake evaluator scaling (median wall time of R runs; total = load + resolve + print)");
+    w!(
+        out,
+        "kiln-bake evaluator scaling (median wall time of R runs; total = load + resolve + print)"
+    );
     if subs.is_empty() {
         w!(out, "stdlib: every text function used is native");
     } else {
-        w!(out, "stdlib: not available yet, written as templates instead: {}", subs.join(", "));
+        w!(
+            out,
+            "stdlib: not available yet, written as templates instead: {}",
+            subs.join(", ")
+        );
     }
 
     // Warm-up (stdlib table, allocator) on a small file, not reported.
@@ -552,7 +655,9 @@ fn main() {
             ms(r.med(2)),
             ms(r.med(3)),
             r.med(3).as_secs_f64() * 1e6 / r.n as f64,
-            r.peak_rss_kib.map(|k| format!("{:.0}", k as f64 / 1024.0)).unwrap_or_else(|| "?".into()),
+            r.peak_rss_kib
+                .map(|k| format!("{:.0}", k as f64 / 1024.0))
+                .unwrap_or_else(|| "?".into()),
         );
     }
     w!(
@@ -572,7 +677,16 @@ fn main() {
             out,
             "\ngrowth ratios (×lin = ratio / size ratio; 1.0 is linear, > 1.5 is flagged)"
         );
-        w!(out, "{:>14} {:>6}  {:>16} {:>16} {:>16} {:>16}", "", "linear", "load", "resolve", "print", "total");
+        w!(
+            out,
+            "{:>17} {:>6}  {:>16} {:>16} {:>16} {:>16}",
+            "",
+            "linear",
+            "load",
+            "resolve",
+            "print",
+            "total"
+        );
         for pair in results.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             let lin = b.n as f64 / a.n as f64;
@@ -588,8 +702,53 @@ fn main() {
                 write!(cells, " {:>7.2} ({:>4.2}×){flag}", ratio, x).expect("string");
                 entry.insert((*name).into(), json!({ "ratio": ratio, "x_linear": x }));
             }
-            w!(out, "{:>14} {:>6.1} {cells}", format!("t({})/t({})", b.n, a.n), lin);
+            w!(
+                out,
+                "{:>17} {:>6.1} {cells}",
+                format!("t({})/t({})", b.n, a.n),
+                lin
+            );
             growth.push(J::Object(entry));
+        }
+    }
+    let load_after = loadavg();
+    w!(
+        out,
+        "load average before/after: {load_before} / {load_after} (on {} CPUs; other work skews timings)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let mut breakdowns = Vec::new();
+    if want_breakdown {
+        w!(
+            out,
+            "\nbreakdown (1 run each): load = syntax + evaluate; resolve by group vs by names"
+        );
+        w!(
+            out,
+            "{:>7} {:>10} {:>11} {:>12} {:>12} {:>11} {:>11}",
+            "N",
+            "syntax ms",
+            "evaluate ms",
+            "res dflt ms",
+            "res names ms",
+            "drop res ms",
+            "drop bake ms"
+        );
+        for &n in &sizes {
+            let b = breakdown(n, &f, &opts);
+            let g = |k: &str| b[k].as_f64().unwrap_or(f64::NAN);
+            w!(
+                out,
+                "{:>7} {:>10.1} {:>11.1} {:>12.1} {:>12.1} {:>11.1} {:>11.1}",
+                n,
+                g("syntax_ms"),
+                g("evaluate_ms"),
+                g("resolve_default_ms"),
+                g("resolve_names_ms"),
+                g("drop_resolved_ms"),
+                g("drop_bake_ms")
+            );
+            breakdowns.push(b);
         }
     }
     print!("{out}");
@@ -599,6 +758,8 @@ fn main() {
         "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
         "substituted_functions": subs,
         "peak_rss_resettable": peak_resettable,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
         "sizes": results.iter().map(|r| {
             let phase = |p: usize| json!({
                 "median_ms": ms(r.med(p)),
@@ -625,6 +786,7 @@ fn main() {
             })
         }).collect::<Vec<_>>(),
         "growth": growth,
+        "breakdown": breakdowns,
     });
     let dir = target_dir();
     let path = dir.join("bench-eval.json");

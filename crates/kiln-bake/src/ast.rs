@@ -15,11 +15,19 @@ pub struct Span {
 
 impl Span {
     pub fn new(file: u32, start: usize, end: usize) -> Span {
-        Span { file, start: start as u32, end: end as u32 }
+        Span {
+            file,
+            start: start as u32,
+            end: end as u32,
+        }
     }
     /// A span covering both `self` and `other` (same file assumed).
     pub fn to(self, other: Span) -> Span {
-        Span { file: self.file, start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            file: self.file,
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -68,8 +76,19 @@ pub enum ObjKey {
 pub enum TPart {
     Lit(String),
     Interp(Expr),
-    If { cond: Expr, then: Vec<TPart>, otherwise: Vec<TPart>, span: Span },
-    For { key_var: Option<String>, val_var: String, coll: Expr, body: Vec<TPart>, span: Span },
+    If {
+        cond: Expr,
+        then: Vec<TPart>,
+        otherwise: Vec<TPart>,
+        span: Span,
+    },
+    For {
+        key_var: Option<String>,
+        val_var: String,
+        coll: Expr,
+        body: Vec<TPart>,
+        span: Span,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -81,11 +100,34 @@ pub enum Expr {
     Tuple(Vec<Expr>, Span),
     Object(Vec<(ObjKey, Expr)>, Span),
     Var(String, Span),
-    Call { name: String, args: Vec<Expr>, expand_final: bool, span: Span },
-    Traversal { root: Box<Expr>, steps: Vec<Step>, span: Span },
-    Cond { cond: Box<Expr>, then: Box<Expr>, otherwise: Box<Expr>, span: Span },
-    Unary { op: UnaryOp, expr: Box<Expr>, span: Span },
-    Binary { op: BinOp, lhs: Box<Expr>, rhs: Box<Expr>, span: Span },
+    Call {
+        name: String,
+        args: Vec<Expr>,
+        expand_final: bool,
+        span: Span,
+    },
+    Traversal {
+        root: Box<Expr>,
+        steps: Vec<Step>,
+        span: Span,
+    },
+    Cond {
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+        span: Span,
+    },
+    Unary {
+        op: UnaryOp,
+        expr: Box<Expr>,
+        span: Span,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        span: Span,
+    },
     For(Box<ForExpr>),
 }
 
@@ -149,7 +191,12 @@ impl Expr {
                     }
                 }
             }
-            Expr::Cond { cond, then, otherwise, .. } => {
+            Expr::Cond {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 cond.walk_vars(f);
                 then.walk_vars(f);
                 otherwise.walk_vars(f);
@@ -186,7 +233,9 @@ impl Expr {
                     v.walk_calls(f);
                 }
             }
-            Expr::Call { name, args, span, .. } => {
+            Expr::Call {
+                name, args, span, ..
+            } => {
                 f(name, *span);
                 args.iter().for_each(|e| e.walk_calls(f));
             }
@@ -198,7 +247,12 @@ impl Expr {
                     }
                 }
             }
-            Expr::Cond { cond, then, otherwise, .. } => {
+            Expr::Cond {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 cond.walk_calls(f);
                 then.walk_calls(f);
                 otherwise.walk_calls(f);
@@ -227,7 +281,12 @@ fn walk_parts<'a>(parts: &'a [TPart], f: &mut dyn FnMut(&'a str, &'a [Step], Spa
         match p {
             TPart::Lit(_) => {}
             TPart::Interp(e) => e.walk_vars(f),
-            TPart::If { cond, then, otherwise, .. } => {
+            TPart::If {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 cond.walk_vars(f);
                 walk_parts(then, f);
                 walk_parts(otherwise, f);
@@ -245,7 +304,12 @@ fn walk_parts_calls<'a>(parts: &'a [TPart], f: &mut dyn FnMut(&'a str, Span)) {
         match p {
             TPart::Lit(_) => {}
             TPart::Interp(e) => e.walk_calls(f),
-            TPart::If { cond, then, otherwise, .. } => {
+            TPart::If {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 cond.walk_calls(f);
                 walk_parts_calls(then, f);
                 walk_parts_calls(otherwise, f);

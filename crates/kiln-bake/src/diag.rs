@@ -20,7 +20,11 @@ impl Source {
         let text = text.into();
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        Source { name: name.into(), text, line_starts }
+        Source {
+            name: name.into(),
+            text,
+            line_starts,
+        }
     }
 
     /// 1-based line and column (in characters) of a byte offset.
@@ -31,7 +35,12 @@ impl Source {
             Err(i) => i - 1,
         };
         let start = self.line_starts[line];
-        let col = self.text.get(start..offset).map(|s| s.chars().count()).unwrap_or(0) + 1;
+        let col = self
+            .text
+            .get(start..offset)
+            .map(|s| s.chars().count())
+            .unwrap_or(0)
+            + 1;
         (line + 1, col)
     }
 
@@ -40,8 +49,15 @@ impl Source {
         let Some(&start) = self.line_starts.get(line.wrapping_sub(1)) else {
             return "";
         };
-        let end = self.line_starts.get(line).map(|e| e - 1).unwrap_or(self.text.len());
-        self.text.get(start..end.max(start)).unwrap_or("").trim_end_matches('\r')
+        let end = self
+            .line_starts
+            .get(line)
+            .map(|e| e - 1)
+            .unwrap_or(self.text.len());
+        self.text
+            .get(start..end.max(start))
+            .unwrap_or("")
+            .trim_end_matches('\r')
     }
 }
 
@@ -64,7 +80,13 @@ impl Sources {
         let src = self.get(span.file)?;
         let (line, col) = src.line_col(span.start as usize);
         let (end_line, end_col) = src.line_col(span.end as usize);
-        Some(Pos { file: src.name.clone(), line, col, end_line, end_col })
+        Some(Pos {
+            file: src.name.clone(),
+            line,
+            col,
+            end_line,
+            end_col,
+        })
     }
 }
 
@@ -94,7 +116,11 @@ pub struct Diag {
 
 impl Diag {
     pub fn new(summary: impl Into<String>, detail: impl Into<String>, span: Option<Span>) -> Diag {
-        Diag { summary: summary.into(), detail: detail.into(), span }
+        Diag {
+            summary: summary.into(),
+            detail: detail.into(),
+            span,
+        }
     }
     pub fn at(span: Span, summary: impl Into<String>, detail: impl Into<String>) -> Diag {
         Diag::new(summary, detail, Some(span))
@@ -198,7 +224,11 @@ mod tests {
     fn render_has_caret_under_span() {
         let mut srcs = Sources::default();
         let id = srcs.add(Source::new("x.hcl", "target \"a\" {\n  tags = nope\n}\n"));
-        let d = Diags::at(Span::new(id, 22, 26), "Unknown variable", "There is no variable named \"nope\".");
+        let d = Diags::at(
+            Span::new(id, 22, 26),
+            "Unknown variable",
+            "There is no variable named \"nope\".",
+        );
         let r = render(&d, &srcs);
         assert!(r.contains("--> x.hcl:2:10"), "{r}");
         assert!(r.contains("2 |   tags = nope"), "{r}");

@@ -31,7 +31,13 @@ pub trait Env {
     fn var(&mut self, name: &str, span: Span) -> Result<Option<Value>, Diags>;
     /// `target.<name>[.<attr>]` / `group.<name>[.<attr>]`; `Ok(None)` when the
     /// block does not exist.
-    fn block(&mut self, kind: &str, name: &str, attr: Option<&str>, span: Span) -> Result<Option<Value>, Diags>;
+    fn block(
+        &mut self,
+        kind: &str,
+        name: &str,
+        attr: Option<&str>,
+        span: Span,
+    ) -> Result<Option<Value>, Diags>;
     /// Whether `kind` names a block type that traversals resolve through [`Env::block`].
     fn is_block_kind(&self, kind: &str) -> bool;
     /// A user-defined function.
@@ -54,22 +60,38 @@ fn d(span: Span, summary: &str, detail: impl Into<String>) -> Diags {
 
 impl<'e> Evaluator<'e> {
     pub fn new(env: &'e mut dyn Env) -> Self {
-        Evaluator { env, locals: Vec::new(), depth: 0 }
+        Evaluator {
+            env,
+            locals: Vec::new(),
+            depth: 0,
+        }
     }
 
     pub fn with_locals(env: &'e mut dyn Env, locals: Vec<(String, Value)>) -> Self {
-        Evaluator { env, locals, depth: 0 }
+        Evaluator {
+            env,
+            locals,
+            depth: 0,
+        }
     }
 
     fn local(&self, name: &str) -> Option<&Value> {
-        self.locals.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.locals
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
     }
 
     pub fn eval(&mut self, e: &Expr) -> Result<Value, Diags> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             self.depth -= 1;
-            return Err(d(e.span(), "Expression too deep", "The expression nests too deeply (or a function recurses) to evaluate."));
+            return Err(d(
+                e.span(),
+                "Expression too deep",
+                "The expression nests too deeply (or a function recurses) to evaluate.",
+            ));
         }
         let r = self.eval_inner(e);
         self.depth -= 1;
@@ -90,7 +112,11 @@ impl<'e> Evaluator<'e> {
                         Err(e) => errs.extend(e.0),
                     }
                 }
-                if errs.is_empty() { Ok(Value::Tuple(out)) } else { Err(Diags(errs)) }
+                if errs.is_empty() {
+                    Ok(Value::Tuple(out))
+                } else {
+                    Err(Diags(errs))
+                }
             }
             Expr::Object(items, _) => {
                 let mut out = BTreeMap::new();
@@ -101,11 +127,21 @@ impl<'e> Evaluator<'e> {
                         ObjKey::Expr(ke) => {
                             let kv = self.eval(ke)?;
                             if kv.is_null() {
-                                return Err(d(ke.span(), "Invalid object key", "Key expression result must not be null."));
+                                return Err(d(
+                                    ke.span(),
+                                    "Invalid object key",
+                                    "Key expression result must not be null.",
+                                ));
                             }
                             match convert(kv, &Type::String) {
                                 Ok(Value::String(s)) => s,
-                                _ => return Err(d(ke.span(), "Incorrect key type", "Can't use this value as a key: string required.")),
+                                _ => {
+                                    return Err(d(
+                                        ke.span(),
+                                        "Incorrect key type",
+                                        "Can't use this value as a key: string required.",
+                                    ));
+                                }
                             }
                         }
                     };
@@ -116,21 +152,49 @@ impl<'e> Evaluator<'e> {
                         Err(e) => errs.extend(e.0),
                     }
                 }
-                if errs.is_empty() { Ok(Value::Object(out)) } else { Err(Diags(errs)) }
+                if errs.is_empty() {
+                    Ok(Value::Object(out))
+                } else {
+                    Err(Diags(errs))
+                }
             }
             Expr::Var(name, span) => self.var(name, *span),
-            Expr::Call { name, args, expand_final, span } => self.call(name, args, *expand_final, *span),
+            Expr::Call {
+                name,
+                args,
+                expand_final,
+                span,
+            } => self.call(name, args, *expand_final, *span),
             Expr::Traversal { root, steps, span } => self.traversal(root, steps, *span),
-            Expr::Cond { cond, then, otherwise, .. } => {
+            Expr::Cond {
+                cond,
+                then,
+                otherwise,
+                ..
+            } => {
                 let c = self.eval(cond)?;
                 if c.is_null() {
-                    return Err(d(cond.span(), "Null condition", "The condition value is null. Conditions must either be true or false."));
+                    return Err(d(
+                        cond.span(),
+                        "Null condition",
+                        "The condition value is null. Conditions must either be true or false.",
+                    ));
                 }
                 let c = match convert(c, &Type::Bool) {
                     Ok(Value::Bool(b)) => b,
-                    _ => return Err(d(cond.span(), "Incorrect condition type", "The condition expression must be of type bool.")),
+                    _ => {
+                        return Err(d(
+                            cond.span(),
+                            "Incorrect condition type",
+                            "The condition expression must be of type bool.",
+                        ));
+                    }
                 };
-                if c { self.eval(then) } else { self.eval(otherwise) }
+                if c {
+                    self.eval(then)
+                } else {
+                    self.eval(otherwise)
+                }
             }
             Expr::Unary { op, expr, span } => {
                 let v = self.eval(expr)?;
@@ -169,26 +233,56 @@ impl<'e> Evaluator<'e> {
             return Ok(v.clone());
         }
         if self.env.is_block_kind(name) {
-            return Err(d(span, "Invalid expression", format!("cannot access {name} as a variable")));
+            return Err(d(
+                span,
+                "Invalid expression",
+                format!("cannot access {name} as a variable"),
+            ));
         }
         match self.env.var(name, span)? {
             Some(v) => Ok(v),
-            None => Err(d(span, "Unknown variable", format!("There is no variable named {name:?}."))),
+            None => Err(d(
+                span,
+                "Unknown variable",
+                format!("There is no variable named {name:?}."),
+            )),
         }
     }
 
-    fn operator(&mut self, f: &str, args: Vec<Value>, spans: &[Span], span: Span) -> Result<Value, Diags> {
+    fn operator(
+        &mut self,
+        f: &str,
+        args: Vec<Value>,
+        spans: &[Span],
+        span: Span,
+    ) -> Result<Value, Diags> {
         let Some(func) = stdlib::lookup(f) else {
-            return Err(d(span, "Internal error", format!("operator function {f} is missing")));
+            return Err(d(
+                span,
+                "Internal error",
+                format!("operator function {f} is missing"),
+            ));
         };
         stdlib::call(func, args).map_err(|e| match e {
             FuncError::Arg { index, msg } => {
-                let side = if spans.len() == 1 { "operand" } else if index == 0 { "left operand" } else { "right operand" };
-                d(spans.get(index).copied().unwrap_or(span), "Invalid operand", format!("Unsuitable value for {side}: {msg}."))
+                let side = if spans.len() == 1 {
+                    "operand"
+                } else if index == 0 {
+                    "left operand"
+                } else {
+                    "right operand"
+                };
+                d(
+                    spans.get(index).copied().unwrap_or(span),
+                    "Invalid operand",
+                    format!("Unsuitable value for {side}: {msg}."),
+                )
             }
-            FuncError::Arity { msg } | FuncError::Failed(msg) => {
-                d(span, "Operation failed", format!("Error during operation: {msg}."))
-            }
+            FuncError::Arity { msg } | FuncError::Failed(msg) => d(
+                span,
+                "Operation failed",
+                format!("Error during operation: {msg}."),
+            ),
         })
     }
 
@@ -210,15 +304,32 @@ impl<'e> Evaluator<'e> {
                     Ok(s) => out.push_str(&s),
                     Err(e) => errs.extend(e.0),
                 },
-                TPart::If { cond, then, otherwise, .. } => {
+                TPart::If {
+                    cond,
+                    then,
+                    otherwise,
+                    ..
+                } => {
                     let c = self.eval(cond)?;
                     let b = match convert(c, &Type::Bool) {
                         Ok(Value::Bool(b)) => b,
-                        _ => return Err(d(cond.span(), "Invalid template if directive", "The condition must be a bool.")),
+                        _ => {
+                            return Err(d(
+                                cond.span(),
+                                "Invalid template if directive",
+                                "The condition must be a bool.",
+                            ));
+                        }
                     };
                     self.render_parts(if b { then } else { otherwise }, out, span)?;
                 }
-                TPart::For { key_var, val_var, coll, body, .. } => {
+                TPart::For {
+                    key_var,
+                    val_var,
+                    coll,
+                    body,
+                    ..
+                } => {
                     let c = self.eval(coll)?;
                     let items = iter_items(&c, coll.span())?;
                     for (k, v) in items {
@@ -234,29 +345,55 @@ impl<'e> Evaluator<'e> {
                 }
             }
             if out.len() > 64 << 20 {
-                return Err(d(span, "Template too large", "The template result exceeds 64 MiB."));
+                return Err(d(
+                    span,
+                    "Template too large",
+                    "The template result exceeds 64 MiB.",
+                ));
             }
         }
-        if errs.is_empty() { Ok(()) } else { Err(Diags(errs)) }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(Diags(errs))
+        }
     }
 
-    fn call(&mut self, name: &str, args: &[Expr], expand_final: bool, span: Span) -> Result<Value, Diags> {
+    fn call(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        expand_final: bool,
+        span: Span,
+    ) -> Result<Value, Diags> {
         match name {
             "try" => return self.call_try(args, span),
             "can" => {
                 if args.len() != 1 {
-                    return Err(d(span, "Invalid function call", "Function \"can\" expects 1 argument."));
+                    return Err(d(
+                        span,
+                        "Invalid function call",
+                        "Function \"can\" expects 1 argument.",
+                    ));
                 }
                 return Ok(Value::Bool(self.eval(&args[0]).is_ok()));
             }
             "convert" => {
                 if args.len() != 2 {
-                    return Err(d(span, "Invalid function call", "Function \"convert\" expects 2 arguments."));
+                    return Err(d(
+                        span,
+                        "Invalid function call",
+                        "Function \"convert\" expects 2 arguments.",
+                    ));
                 }
                 let v = self.eval(&args[0])?;
                 let ty = type_expr(&args[1])?;
                 return convert(v, &ty).map_err(|m| {
-                    d(args[0].span(), "Invalid function argument", format!("Invalid value for \"value\" parameter: {m}."))
+                    d(
+                        args[0].span(),
+                        "Invalid function argument",
+                        format!("Invalid value for \"value\" parameter: {m}."),
+                    )
                 });
             }
             _ => {}
@@ -274,10 +411,18 @@ impl<'e> Evaluator<'e> {
                         }
                     }
                     Value::Null(_) => {
-                        return Err(d(a.span(), "Invalid expanding argument value", "The expanding argument (indicated by ...) must not be null."));
+                        return Err(d(
+                            a.span(),
+                            "Invalid expanding argument value",
+                            "The expanding argument (indicated by ...) must not be null.",
+                        ));
                     }
                     _ => {
-                        return Err(d(a.span(), "Invalid expanding argument value", "The expanding argument (indicated by ...) must be of a tuple, list, or set type."));
+                        return Err(d(
+                            a.span(),
+                            "Invalid expanding argument value",
+                            "The expanding argument (indicated by ...) must be of a tuple, list, or set type.",
+                        ));
                     }
                 }
             } else {
@@ -289,28 +434,47 @@ impl<'e> Evaluator<'e> {
             return self.call_user(&uf, vals, &spans, span);
         }
         let Some(f) = stdlib::lookup(name) else {
-            let hint = crate::suggest::suggest(name, stdlib::names().into_iter())
+            let hint = crate::suggest::suggest(name, stdlib::names())
                 .map(|s| format!(" Did you mean {s:?}?"))
                 .unwrap_or_default();
-            return Err(d(span, "Call to unknown function", format!("There is no function named {name:?}.{hint}")));
+            return Err(d(
+                span,
+                "Call to unknown function",
+                format!("There is no function named {name:?}.{hint}"),
+            ));
         };
         stdlib::call(f, vals).map_err(|e| match e {
             FuncError::Arg { index, msg } => d(
                 spans.get(index).copied().unwrap_or(span),
                 "Invalid function argument",
-                format!("Invalid value for {:?} parameter: {msg}.", stdlib::param_name(f, index)),
+                format!(
+                    "Invalid value for {:?} parameter: {msg}.",
+                    stdlib::param_name(f, index)
+                ),
             ),
             FuncError::Arity { msg } => {
-                let summary = if msg.contains("Missing") { "Not enough function arguments" } else { "Too many function arguments" };
+                let summary = if msg.contains("Missing") {
+                    "Not enough function arguments"
+                } else {
+                    "Too many function arguments"
+                };
                 d(span, summary, msg)
             }
-            FuncError::Failed(msg) => d(span, "Error in function call", format!("Call to function {name:?} failed: {msg}.")),
+            FuncError::Failed(msg) => d(
+                span,
+                "Error in function call",
+                format!("Call to function {name:?} failed: {msg}."),
+            ),
         })
     }
 
     fn call_try(&mut self, args: &[Expr], span: Span) -> Result<Value, Diags> {
         if args.is_empty() {
-            return Err(d(span, "Not enough function arguments", "Function \"try\" expects at least one argument."));
+            return Err(d(
+                span,
+                "Not enough function arguments",
+                "Function \"try\" expects at least one argument.",
+            ));
         }
         let mut errs = Vec::new();
         for a in args {
@@ -322,22 +486,40 @@ impl<'e> Evaluator<'e> {
         Err(d(
             span,
             "Error in function call",
-            format!("Call to function \"try\" failed: no expression succeeded:\n- {}\nAt least one expression must produce a successful result.", errs.join("\n- ")),
+            format!(
+                "Call to function \"try\" failed: no expression succeeded:\n- {}\nAt least one expression must produce a successful result.",
+                errs.join("\n- ")
+            ),
         ))
     }
 
-    fn call_user(&mut self, uf: &UserFunc, vals: Vec<Value>, spans: &[Span], span: Span) -> Result<Value, Diags> {
+    fn call_user(
+        &mut self,
+        uf: &UserFunc,
+        vals: Vec<Value>,
+        spans: &[Span],
+        span: Span,
+    ) -> Result<Value, Diags> {
         let n = uf.params.len();
         if vals.len() < n {
             return Err(d(
                 span,
                 "Not enough function arguments",
-                format!("Function {:?} expects {} argument(s). Missing value for {:?}.", uf.name, n, uf.params[vals.len()]),
+                format!(
+                    "Function {:?} expects {} argument(s). Missing value for {:?}.",
+                    uf.name,
+                    n,
+                    uf.params[vals.len()]
+                ),
             ));
         }
         if vals.len() > n && uf.variadic.is_none() {
             let _ = spans;
-            return Err(d(span, "Too many function arguments", format!("Function {:?} expects only {} argument(s).", uf.name, n)));
+            return Err(d(
+                span,
+                "Too many function arguments",
+                format!("Function {:?} expects only {} argument(s).", uf.name, n),
+            ));
         }
         let mut locals = Vec::new();
         let mut it = vals.into_iter();
@@ -366,9 +548,15 @@ impl<'e> Evaluator<'e> {
     fn traversal(&mut self, root: &Expr, steps: &[Step], span: Span) -> Result<Value, Diags> {
         let mut steps = steps;
         let mut cur = match root {
-            Expr::Var(name, vspan) if self.local(name).is_none() && self.env.is_block_kind(name) => {
+            Expr::Var(name, vspan)
+                if self.local(name).is_none() && self.env.is_block_kind(name) =>
+            {
                 let Some(Step::Attr(bname, bspan)) = steps.first() else {
-                    return Err(d(span, "Invalid expression", format!("cannot traverse {name} without attribute")));
+                    return Err(d(
+                        span,
+                        "Invalid expression",
+                        format!("cannot traverse {name} without attribute"),
+                    ));
                 };
                 let attr = match steps.get(1) {
                     Some(Step::Attr(a, _)) => Some(a.as_str()),
@@ -381,7 +569,11 @@ impl<'e> Evaluator<'e> {
                         v
                     }
                     None => {
-                        return Err(d(whole, "Unsupported attribute", format!("This object does not have an attribute named {bname:?}.")));
+                        return Err(d(
+                            whole,
+                            "Unsupported attribute",
+                            format!("This object does not have an attribute named {bname:?}."),
+                        ));
                     }
                 }
             }
@@ -465,7 +657,11 @@ impl<'e> Evaluator<'e> {
                     Ok(Value::Bool(false)) => continue,
                     _ => {
                         self.locals.truncate(n);
-                        return Err(d(cond.span(), "Invalid 'for' condition", "The 'if' clause value is invalid: bool required."));
+                        return Err(d(
+                            cond.span(),
+                            "Invalid 'for' condition",
+                            "The 'if' clause value is invalid: bool required.",
+                        ));
                     }
                 }
             }
@@ -476,19 +672,33 @@ impl<'e> Evaluator<'e> {
                         let kv = self.eval(ke)?;
                         let key = match convert(kv, &Type::String) {
                             Ok(Value::String(s)) => s,
-                            _ => return Err(d(ke.span(), "Invalid object key", "Key expression in 'for' expression must be a string.")),
+                            _ => {
+                                return Err(d(
+                                    ke.span(),
+                                    "Invalid object key",
+                                    "Key expression in 'for' expression must be a string.",
+                                ));
+                            }
                         };
                         let val = self.eval(&fe.val_expr)?;
                         if fe.grouping {
                             groups.entry(key).or_default().push(val);
-                        } else if obj.contains_key(&key) {
-                            return Err(d(
-                                ke.span(),
-                                "Duplicate object key",
-                                format!("Two different items produced the key {key:?} in this 'for' expression. If duplicates are expected, use the ellipsis (...) after the value expression to enable grouping by key."),
-                            ));
                         } else {
-                            obj.insert(key, val);
+                            match obj.entry(key) {
+                                std::collections::btree_map::Entry::Occupied(e) => {
+                                    return Err(d(
+                                        ke.span(),
+                                        "Duplicate object key",
+                                        format!(
+                                            "Two different items produced the key {:?} in this 'for' expression. If duplicates are expected, use the ellipsis (...) after the value expression to enable grouping by key.",
+                                            e.key()
+                                        ),
+                                    ));
+                                }
+                                std::collections::btree_map::Entry::Vacant(e) => {
+                                    e.insert(val);
+                                }
+                            }
                         }
                     }
                 }
@@ -502,7 +712,12 @@ impl<'e> Evaluator<'e> {
         self.locals.truncate(n);
         Ok(match &fe.key_expr {
             None => Value::Tuple(tuple),
-            Some(_) if fe.grouping => Value::Object(groups.into_iter().map(|(k, v)| (k, Value::Tuple(v))).collect()),
+            Some(_) if fe.grouping => Value::Object(
+                groups
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::Tuple(v)))
+                    .collect(),
+            ),
             Some(_) => Value::Object(obj),
         })
     }
@@ -522,7 +737,10 @@ fn template_string(v: Value, span: Span) -> Result<String, Diags> {
         other => Err(d(
             span,
             "Invalid template interpolation value",
-            format!("Cannot include the given value in a string template: string required, but have {}.", other.type_name()),
+            format!(
+                "Cannot include the given value in a string template: string required, but have {}.",
+                other.type_name()
+            ),
         )),
     }
 }
@@ -531,28 +749,53 @@ fn template_string(v: Value, span: Span) -> Result<String, Diags> {
 /// key/value for maps and objects.
 fn iter_items(c: &Value, span: Span) -> Result<Vec<(Value, Value)>, Diags> {
     match c {
-        Value::List(_, v) | Value::Tuple(v) => Ok(v.iter().enumerate().map(|(i, x)| (Value::Number(i as f64), x.clone())).collect()),
+        Value::List(_, v) | Value::Tuple(v) => Ok(v
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (Value::Number(i as f64), x.clone()))
+            .collect()),
         Value::Set(_, v) => Ok(v.iter().map(|x| (x.clone(), x.clone())).collect()),
-        Value::Map(_, m) | Value::Object(m) => Ok(m.iter().map(|(k, x)| (Value::string(k.clone()), x.clone())).collect()),
-        Value::Null(_) => Err(d(span, "Iteration over null value", "A null value cannot be used as the collection in a 'for' expression.")),
+        Value::Map(_, m) | Value::Object(m) => Ok(m
+            .iter()
+            .map(|(k, x)| (Value::string(k.clone()), x.clone()))
+            .collect()),
+        Value::Null(_) => Err(d(
+            span,
+            "Iteration over null value",
+            "A null value cannot be used as the collection in a 'for' expression.",
+        )),
         other => Err(d(
             span,
             "Iteration over non-iterable value",
-            format!("A value of type {} cannot be used as the collection in a 'for' expression.", other.type_name()),
+            format!(
+                "A value of type {} cannot be used as the collection in a 'for' expression.",
+                other.type_name()
+            ),
         )),
     }
 }
 
 pub fn get_attr(v: Value, name: &str, span: Span) -> Result<Value, Diags> {
     match v {
-        Value::Object(mut m) | Value::Map(_, mut m) => m
-            .remove(name)
-            .ok_or_else(|| d(span, "Unsupported attribute", format!("This object does not have an attribute named {name:?}."))),
-        Value::Null(_) => Err(d(span, "Attempt to get attribute from null value", "This value is null, so it does not have any attributes.")),
+        Value::Object(mut m) | Value::Map(_, mut m) => m.remove(name).ok_or_else(|| {
+            d(
+                span,
+                "Unsupported attribute",
+                format!("This object does not have an attribute named {name:?}."),
+            )
+        }),
+        Value::Null(_) => Err(d(
+            span,
+            "Attempt to get attribute from null value",
+            "This value is null, so it does not have any attributes.",
+        )),
         other => Err(d(
             span,
             "Unsupported attribute",
-            format!("Can't access attributes on a primitive-typed value ({}).", other.type_name()),
+            format!(
+                "Can't access attributes on a primitive-typed value ({}).",
+                other.type_name()
+            ),
         )),
     }
 }
@@ -562,30 +805,76 @@ pub fn index(v: Value, k: Value, span: Span) -> Result<Value, Diags> {
         Value::List(_, items) | Value::Tuple(items) => {
             let i = match convert(k, &Type::Number) {
                 Ok(Value::Number(n)) if n.fract() == 0.0 => n,
-                _ => return Err(d(span, "Invalid index", "The given key does not identify an element in this collection value: a whole number is required.")),
+                _ => {
+                    return Err(d(
+                        span,
+                        "Invalid index",
+                        "The given key does not identify an element in this collection value: a whole number is required.",
+                    ));
+                }
             };
             if i < 0.0 || i >= items.len() as f64 {
-                return Err(d(span, "Invalid index", "The given key does not identify an element in this collection value: the given index is greater than or equal to the length of the collection."));
+                return Err(d(
+                    span,
+                    "Invalid index",
+                    "The given key does not identify an element in this collection value: the given index is greater than or equal to the length of the collection.",
+                ));
             }
-            Ok(items.into_iter().nth(i as usize).unwrap_or_else(Value::null))
+            Ok(items
+                .into_iter()
+                .nth(i as usize)
+                .unwrap_or_else(Value::null))
         }
         Value::Map(_, mut m) | Value::Object(mut m) => {
             let key = match convert(k, &Type::String) {
                 Ok(Value::String(s)) => s,
-                _ => return Err(d(span, "Invalid index", "The given key does not identify an element in this collection value: string required.")),
+                _ => {
+                    return Err(d(
+                        span,
+                        "Invalid index",
+                        "The given key does not identify an element in this collection value: string required.",
+                    ));
+                }
             };
-            m.remove(&key).ok_or_else(|| d(span, "Invalid index", "The given key does not identify an element in this collection value."))
+            m.remove(&key).ok_or_else(|| {
+                d(
+                    span,
+                    "Invalid index",
+                    "The given key does not identify an element in this collection value.",
+                )
+            })
         }
-        Value::Set(..) => Err(d(span, "Invalid index", "Elements of a set are identified only by their value and don't have any separate index or key to select with, so it's only possible to perform operations across all elements of the set.")),
-        Value::Null(_) => Err(d(span, "Attempt to index null value", "This value is null, so it does not have any indices.")),
-        other => Err(d(span, "Invalid index", format!("This value does not have any indices ({}).", other.type_name()))),
+        Value::Set(..) => Err(d(
+            span,
+            "Invalid index",
+            "Elements of a set are identified only by their value and don't have any separate index or key to select with, so it's only possible to perform operations across all elements of the set.",
+        )),
+        Value::Null(_) => Err(d(
+            span,
+            "Attempt to index null value",
+            "This value is null, so it does not have any indices.",
+        )),
+        other => Err(d(
+            span,
+            "Invalid index",
+            format!(
+                "This value does not have any indices ({}).",
+                other.type_name()
+            ),
+        )),
     }
 }
 
 /// Parses a type expression (`string`, `list(number)`, `object({a=string})`, ...).
 pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
     let bad = |span: Span, what: &str| {
-        Diags::at(span, "Invalid type specification", format!("{what} is not a valid type. Use string, number, bool, any, list(T), set(T), map(T), tuple([...]) or object({{...}})."))
+        Diags::at(
+            span,
+            "Invalid type specification",
+            format!(
+                "{what} is not a valid type. Use string, number, bool, any, list(T), set(T), map(T), tuple([...]) or object({{...}})."
+            ),
+        )
     };
     match e {
         Expr::Var(name, span) => match name.as_str() {
@@ -604,18 +893,30 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
                     None => return Err(bad(*span, "this expression")),
                 },
             };
-            let parsed = crate::native::parse_expr(&text, span.file, span.start as usize).map_err(|_| bad(*span, &format!("{text:?}")))?;
-            if matches!(parsed, Expr::Literal(Value::String(_), _) | Expr::Template(..)) {
+            let parsed = crate::native::parse_expr(&text, span.file, span.start as usize)
+                .map_err(|_| bad(*span, &format!("{text:?}")))?;
+            if matches!(
+                parsed,
+                Expr::Literal(Value::String(_), _) | Expr::Template(..)
+            ) {
                 return Err(bad(*span, &format!("{text:?}")));
             }
             type_expr(&parsed)
         }
-        Expr::Call { name, args, span, .. } => {
+        Expr::Call {
+            name, args, span, ..
+        } => {
             let args: &[Expr] = args;
             let one = |args: &[Expr]| -> Result<Type, Diags> {
                 match args {
                     [a] => type_expr(a),
-                    _ => Err(Diags::at(*span, "Invalid type specification", format!("The {name} type constructor requires one argument specifying the element type."))),
+                    _ => Err(Diags::at(
+                        *span,
+                        "Invalid type specification",
+                        format!(
+                            "The {name} type constructor requires one argument specifying the element type."
+                        ),
+                    )),
                 }
             };
             match name.as_str() {
@@ -623,8 +924,14 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
                 "set" => Ok(Type::set(one(args)?)),
                 "map" => Ok(Type::map(one(args)?)),
                 "tuple" => match args {
-                    [Expr::Tuple(items, _)] => Ok(Type::Tuple(items.iter().map(type_expr).collect::<Result<_, _>>()?)),
-                    _ => Err(Diags::at(*span, "Invalid type specification", "The tuple type constructor requires a list of element types.")),
+                    [Expr::Tuple(items, _)] => Ok(Type::Tuple(
+                        items.iter().map(type_expr).collect::<Result<_, _>>()?,
+                    )),
+                    _ => Err(Diags::at(
+                        *span,
+                        "Invalid type specification",
+                        "The tuple type constructor requires a list of element types.",
+                    )),
                 },
                 "object" => match args {
                     [Expr::Object(items, _)] => {
@@ -640,7 +947,11 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
                         }
                         Ok(Type::Object(m))
                     }
-                    _ => Err(Diags::at(*span, "Invalid type specification", "The object type constructor requires an object of attribute types.")),
+                    _ => Err(Diags::at(
+                        *span,
+                        "Invalid type specification",
+                        "The object type constructor requires an object of attribute types.",
+                    )),
                 },
                 other => Err(bad(*span, &format!("{other}(...)"))),
             }
@@ -682,5 +993,192 @@ pub fn tuple_as_list(v: Value) -> Value {
             None => Value::Tuple(items),
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment with a few globals and no blocks or user functions.
+    struct TestEnv;
+
+    impl Env for TestEnv {
+        fn var(&mut self, name: &str, _span: Span) -> Result<Option<Value>, Diags> {
+            Ok(match name {
+                "s" => Some(Value::string("hi")),
+                "n" => Some(Value::Number(3.0)),
+                "nul" => Some(Value::null()),
+                "l" => Some(Value::Tuple(vec![
+                    Value::Object([("a".to_string(), Value::Number(1.0))].into()),
+                    Value::Object([("a".to_string(), Value::Number(2.0))].into()),
+                ])),
+                _ => None,
+            })
+        }
+        fn block(
+            &mut self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: Span,
+        ) -> Result<Option<Value>, Diags> {
+            Ok(None)
+        }
+        fn is_block_kind(&self, kind: &str) -> bool {
+            kind == "target"
+        }
+        fn function(&mut self, _: &str, _: Span) -> Result<Option<Rc<UserFunc>>, Diags> {
+            Ok(None)
+        }
+    }
+
+    fn ev(src: &str) -> Result<Value, String> {
+        let e = crate::native::parse_expr(src, 0, 0).map_err(|d| d.0[0].message())?;
+        let mut env = TestEnv;
+        Evaluator::new(&mut env).eval(&e).map_err(|d| {
+            d.0.iter()
+                .map(Diag::message)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+    }
+
+    fn json(src: &str) -> serde_json::Value {
+        crate::value::to_json(&ev(src).unwrap())
+    }
+
+    #[test]
+    fn templates() {
+        assert_eq!(json(r#""${s}-${n}""#), "hi-3");
+        assert_eq!(json(r#""${n}""#), 3, "a lone interpolation keeps its type");
+        assert_eq!(json(r#""$${s}""#), "${s}", "dollar-dollar escapes");
+        assert_eq!(json(r#""%{ if n > 2 }big%{ else }small%{ endif }""#), "big");
+        assert_eq!(json(r#""%{ for x in [1, 2] }<${x}>%{ endfor }""#), "<1><2>");
+        assert_eq!(json(r#""a ${~ s ~} b""#), "ahib");
+        assert!(ev(r#""x${nul}""#).unwrap_err().contains("null value"));
+        assert!(ev(r#""x${[1]}""#).unwrap_err().contains("string required"));
+    }
+
+    #[test]
+    fn operators_and_errors() {
+        assert_eq!(json("1 + 2 * 3"), 7);
+        assert_eq!(json("n == 3 && !false"), true);
+        assert!(
+            ev("1 / 0").is_err(),
+            "division by zero is an error, not a panic"
+        );
+        assert!(ev("\"a\" + 1").unwrap_err().contains("left operand"));
+        assert!(
+            ev("nope")
+                .unwrap_err()
+                .contains("There is no variable named \"nope\"")
+        );
+        assert!(ev("nul ? 1 : 2").unwrap_err().contains("null"));
+        assert!(ev("\"x\" ? 1 : 2").unwrap_err().contains("bool"));
+    }
+
+    #[test]
+    fn traversals_and_splats() {
+        assert_eq!(json("l[*].a"), serde_json::json!([1, 2]));
+        assert_eq!(json("l.*.a"), serde_json::json!([1, 2]));
+        assert_eq!(json("l[1].a"), 2);
+        assert_eq!(json("nul[*]"), serde_json::json!([]));
+        assert!(ev("l[5]").unwrap_err().contains("Invalid index"));
+        assert!(
+            ev("l[0].b")
+                .unwrap_err()
+                .contains("does not have an attribute named \"b\"")
+        );
+        assert!(ev("nul.a").unwrap_err().contains("null"));
+        assert!(ev("target").unwrap_err().contains("cannot access target"));
+    }
+
+    #[test]
+    fn for_expressions() {
+        assert_eq!(
+            json("[for x in [1, 2, 3] : x * 2 if x > 1]"),
+            serde_json::json!([4, 6])
+        );
+        assert_eq!(
+            json("{for k, v in {a = 1, b = 2} : v => k}"),
+            serde_json::json!({"1": "a", "2": "b"})
+        );
+        assert_eq!(
+            json("{for x in [\"a\", \"a\"] : x => 1...}"),
+            serde_json::json!({"a": [1, 1]})
+        );
+        assert!(
+            ev("{for x in [\"a\", \"a\"] : x => 1}")
+                .unwrap_err()
+                .contains("Duplicate object key")
+        );
+        assert!(
+            ev("[for x in 3 : x]")
+                .unwrap_err()
+                .contains("cannot be used as the collection")
+        );
+        assert!(ev("[for x in [1] : x if 1]").unwrap_err().contains("bool"));
+    }
+
+    #[test]
+    fn special_functions() {
+        assert_eq!(json("try(nope, \"fallback\")"), "fallback");
+        assert!(
+            ev("try(nope, also_nope)")
+                .unwrap_err()
+                .contains("no expression succeeded")
+        );
+        assert_eq!(json("can(nope)"), false);
+        assert_eq!(json("can(s)"), true);
+        assert_eq!(json("convert(\"5\", number)"), 5);
+        assert_eq!(
+            crate::value::to_json(&ev("convert([1, \"a\"], list(string))").unwrap()),
+            serde_json::json!(["1", "a"])
+        );
+        assert!(ev("convert(\"x\", number)").unwrap_err().contains("number"));
+        assert!(
+            ev("convert(1, strin)")
+                .unwrap_err()
+                .contains("not a valid type")
+        );
+        assert!(
+            ev("nosuch(1)")
+                .unwrap_err()
+                .contains("There is no function named \"nosuch\"")
+        );
+        assert_eq!(json("concat([[1], [2]]...)"), serde_json::json!([1, 2]));
+        assert!(
+            ev("concat([1], 2...)")
+                .unwrap_err()
+                .contains("expanding argument")
+        );
+    }
+
+    #[test]
+    fn type_expressions() {
+        let t = |s: &str| type_expr(&crate::native::parse_expr(s, 0, 0).unwrap());
+        assert_eq!(t("list(string)").unwrap(), Type::list(Type::String));
+        assert_eq!(t("map(number)").unwrap(), Type::map(Type::Number));
+        assert_eq!(
+            t("tuple([bool, any])").unwrap(),
+            Type::Tuple(vec![Type::Bool, Type::Dynamic])
+        );
+        assert!(matches!(
+            t("object({a = string})").unwrap(),
+            Type::Object(_)
+        ));
+        assert!(t("boolean").is_err());
+        assert!(t("list(string, number)").is_err());
+        assert!(
+            t("\"string\"").is_ok(),
+            "JSON syntax writes types as strings"
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let src = format!("{}1{}", "(".repeat(150), ")".repeat(150));
+        let _ = ev(&src);
     }
 }

@@ -36,7 +36,11 @@ const MAX_DEPTH: usize = 256;
 impl<'a> P<'a> {
     fn err(&self, msg: impl Into<String>) -> Diags {
         let end = (self.i + 1).min(self.s.len());
-        Diags::one(Diag::at(Span::new(self.file, self.i, end), "Invalid JSON syntax", msg))
+        Diags::one(Diag::at(
+            Span::new(self.file, self.i, end),
+            "Invalid JSON syntax",
+            msg,
+        ))
     }
     fn ws(&mut self) {
         while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
@@ -129,7 +133,10 @@ impl<'a> P<'a> {
             }
             b'-' | b'0'..=b'9' => {
                 while self.i < self.s.len()
-                    && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                    && matches!(
+                        self.s[self.i],
+                        b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+                    )
                 {
                     self.i += 1;
                 }
@@ -142,7 +149,10 @@ impl<'a> P<'a> {
             _ => return Err(self.err("expected a JSON value")),
         };
         self.depth -= 1;
-        Ok(Node { v, span: Span::new(self.file, start, self.i) })
+        Ok(Node {
+            v,
+            span: Span::new(self.file, start, self.i),
+        })
     }
 
     fn string(&mut self) -> Result<(String, usize), Diags> {
@@ -173,10 +183,16 @@ impl<'a> P<'a> {
                         b'u' => {
                             let cp = self.hex4()?;
                             let ch = if (0xD800..0xDC00).contains(&cp) {
-                                if self.s.get(self.i) == Some(&b'\\') && self.s.get(self.i + 1) == Some(&b'u') {
+                                if self.s.get(self.i) == Some(&b'\\')
+                                    && self.s.get(self.i + 1) == Some(&b'u')
+                                {
                                     self.i += 2;
                                     let lo = self.hex4()?;
-                                    char::from_u32(0x10000 + ((cp - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF))
+                                    char::from_u32(
+                                        0x10000
+                                            + ((cp - 0xD800) << 10)
+                                            + (lo.wrapping_sub(0xDC00) & 0x3FF),
+                                    )
                                 } else {
                                     None
                                 }
@@ -194,11 +210,16 @@ impl<'a> P<'a> {
                 c => out.push(c),
             }
         }
-        String::from_utf8(out).map(|s| (s, content)).map_err(|_| self.err("string is not valid UTF-8"))
+        String::from_utf8(out)
+            .map(|s| (s, content))
+            .map_err(|_| self.err("string is not valid UTF-8"))
     }
 
     fn hex4(&mut self) -> Result<u32, Diags> {
-        let h = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("short \\u escape"))?;
+        let h = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or_else(|| self.err("short \\u escape"))?;
         let h = std::str::from_utf8(h).map_err(|_| self.err("bad \\u escape"))?;
         let v = u32::from_str_radix(h, 16).map_err(|_| self.err("bad \\u escape"))?;
         self.i += 4;
@@ -210,28 +231,50 @@ impl<'a> P<'a> {
 /// `target`, `group` and `function` are one-label blocks, `validation` is a
 /// block inside `variable`, everything else is an attribute.
 pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
-    let mut p = P { s: text.as_bytes(), i: 0, file, depth: 0 };
+    let mut p = P {
+        s: text.as_bytes(),
+        i: 0,
+        file,
+        depth: 0,
+    };
     let root = p.value()?;
     p.ws();
     if p.i != text.len() {
         return Err(p.err("unexpected data after the JSON value"));
     }
     let J::Object(items) = root.v else {
-        return Err(Diags::at(root.span, "Invalid JSON body", "The root of a bake JSON file must be an object."));
+        return Err(Diags::at(
+            root.span,
+            "Invalid JSON body",
+            "The root of a bake JSON file must be an object.",
+        ));
     };
-    let mut body = Body { span: root.span, ..Body::default() };
+    let mut body = Body {
+        span: root.span,
+        ..Body::default()
+    };
     for (k, kspan, v) in items {
         match k.as_str() {
             "variable" | "target" | "group" | "function" => {
                 labeled_blocks(&k, kspan, v, &mut body, text)?;
             }
-            _ => body.attrs.push(Attribute { name: k, name_span: kspan, expr: lower(&v, text)? }),
+            _ => body.attrs.push(Attribute {
+                name: k,
+                name_span: kspan,
+                expr: lower(&v, text)?,
+            }),
         }
     }
     Ok(body)
 }
 
-fn labeled_blocks(kind: &str, kspan: Span, v: Node, out: &mut Body, text: &str) -> Result<(), Diags> {
+fn labeled_blocks(
+    kind: &str,
+    kspan: Span,
+    v: Node,
+    out: &mut Body,
+    text: &str,
+) -> Result<(), Diags> {
     match v.v {
         J::Object(labels) => {
             for (label, lspan, content) in labels {
@@ -252,7 +295,11 @@ fn labeled_blocks(kind: &str, kspan: Span, v: Node, out: &mut Body, text: &str) 
             }
             Ok(())
         }
-        _ => Err(Diags::at(v.span, "Incorrect JSON value type", format!("A JSON object is required for {kind} blocks."))),
+        _ => Err(Diags::at(
+            v.span,
+            "Incorrect JSON value type",
+            format!("A JSON object is required for {kind} blocks."),
+        )),
     }
 }
 
@@ -261,16 +308,27 @@ fn block_bodies(n: Node) -> Result<Vec<Node>, Diags> {
     match n.v {
         J::Object(_) => Ok(vec![n]),
         J::Array(items) => Ok(items),
-        _ => Err(Diags::at(n.span, "Incorrect JSON value type", "A JSON object is required here, to define a block.")),
+        _ => Err(Diags::at(
+            n.span,
+            "Incorrect JSON value type",
+            "A JSON object is required here, to define a block.",
+        )),
     }
 }
 
 fn block_body(kind: &str, n: Node, text: &str) -> Result<Body, Diags> {
     let span = n.span;
     let J::Object(items) = n.v else {
-        return Err(Diags::at(span, "Incorrect JSON value type", "A JSON object is required here, to define a block."));
+        return Err(Diags::at(
+            span,
+            "Incorrect JSON value type",
+            "A JSON object is required here, to define a block.",
+        ));
     };
-    let mut body = Body { span, ..Body::default() };
+    let mut body = Body {
+        span,
+        ..Body::default()
+    };
     for (k, kspan, v) in items {
         if kind == "variable" && k == "validation" {
             for b in block_bodies(v)? {
@@ -284,7 +342,11 @@ fn block_body(kind: &str, n: Node, text: &str) -> Result<Body, Diags> {
             }
             continue;
         }
-        body.attrs.push(Attribute { name: k, name_span: kspan, expr: lower(&v, text)? });
+        body.attrs.push(Attribute {
+            name: k,
+            name_span: kspan,
+            expr: lower(&v, text)?,
+        });
     }
     Ok(body)
 }
@@ -295,12 +357,22 @@ fn lower(n: &Node, text: &str) -> Result<Expr, Diags> {
         J::Bool(b) => Expr::Literal(Value::Bool(*b), n.span),
         J::Number(x) => Expr::Literal(Value::Number(*x), n.span),
         J::Str(s, at) => string_expr(s, *at, n.span, text)?,
-        J::Array(items) => Expr::Tuple(items.iter().map(|i| lower(i, text)).collect::<Result<_, _>>()?, n.span),
+        J::Array(items) => Expr::Tuple(
+            items
+                .iter()
+                .map(|i| lower(i, text))
+                .collect::<Result<_, _>>()?,
+            n.span,
+        ),
         J::Object(items) => {
             let mut out = Vec::new();
             for (k, kspan, v) in items {
                 let key = if k.contains("${") || k.contains("%{") {
-                    ObjKey::Expr(native::parse_template(k, kspan.file, kspan.start as usize + 1)?)
+                    ObjKey::Expr(native::parse_template(
+                        k,
+                        kspan.file,
+                        kspan.start as usize + 1,
+                    )?)
                 } else {
                     ObjKey::Expr(Expr::Literal(Value::string(k.clone()), *kspan))
                 };
@@ -315,10 +387,10 @@ fn string_expr(s: &str, at: usize, span: Span, text: &str) -> Result<Expr, Diags
     if !s.contains("${") && !s.contains("%{") {
         return Ok(Expr::Literal(Value::string(s), span));
     }
-    // Offsets inside the template are exact when the JSON string has no escapes.
-    let raw = text.get(at..span.end as usize - 1).unwrap_or("");
-    let base = if raw == s { at } else { at };
-    native::parse_template(s, span.file, base).map(|e| match e {
+    // Offsets inside the template are exact when the JSON string has no
+    // escapes; with escapes they point near the error.
+    let _ = text;
+    native::parse_template(s, span.file, at).map(|e| match e {
         Expr::Template(parts, _) => Expr::Template(parts, span),
         other => other,
     })

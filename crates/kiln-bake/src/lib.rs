@@ -16,6 +16,7 @@ pub mod parse;
 pub mod resolve;
 pub mod stdlib;
 pub mod suggest;
+pub mod unify;
 pub mod value;
 
 use std::collections::BTreeMap;
@@ -29,9 +30,19 @@ pub use parse::{Config, Options, VariableInfo};
 pub use resolve::Resolved;
 
 /// bake's default file names, in merge order (Compose names are not supported).
-pub const DEFAULT_FILES: &[&str] = &["docker-bake.json", "docker-bake.hcl", "docker-bake.override.json", "docker-bake.override.hcl"];
+pub const DEFAULT_FILES: &[&str] = &[
+    "docker-bake.json",
+    "docker-bake.hcl",
+    "docker-bake.override.json",
+    "docker-bake.override.hcl",
+];
 
-const COMPOSE_FILES: &[&str] = &["compose.yaml", "compose.yml", "docker-compose.yml", "docker-compose.yaml"];
+const COMPOSE_FILES: &[&str] = &[
+    "compose.yaml",
+    "compose.yml",
+    "docker-compose.yml",
+    "docker-compose.yaml",
+];
 
 /// Errors from loading and evaluating bake files.
 #[derive(Debug, thiserror::Error)]
@@ -47,9 +58,14 @@ pub enum Error {
     NoFiles { looked: String },
     /// A file could not be read.
     #[error("failed to read {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     /// A Compose file was given.
-    #[error("{path}: Compose files are not supported by kiln yet; convert the services to a docker-bake.hcl (see `docker buildx bake --print` for the equivalent definition)")]
+    #[error(
+        "{path}: Compose files are not supported by kiln yet; convert the services to a docker-bake.hcl (see `docker buildx bake --print` for the equivalent definition)"
+    )]
     Compose { path: String },
 }
 
@@ -57,7 +73,10 @@ impl Error {
     /// The first diagnostic's resolved position, if any.
     pub fn position(&self) -> Option<Pos> {
         match self {
-            Error::Eval { diags, sources } => diags.0.iter().find_map(|d| d.span.and_then(|s| sources.pos(s))),
+            Error::Eval { diags, sources } => diags
+                .0
+                .iter()
+                .find_map(|d| d.span.and_then(|s| sources.pos(s))),
             _ => None,
         }
     }
@@ -75,12 +94,20 @@ pub fn default_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     for c in COMPOSE_FILES {
         let p = dir.join(c);
         if p.is_file() && !DEFAULT_FILES.iter().any(|d| dir.join(d).is_file()) {
-            return Err(Error::Compose { path: p.display().to_string() });
+            return Err(Error::Compose {
+                path: p.display().to_string(),
+            });
         }
     }
-    let found: Vec<PathBuf> = DEFAULT_FILES.iter().map(|f| dir.join(f)).filter(|p| p.is_file()).collect();
+    let found: Vec<PathBuf> = DEFAULT_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| p.is_file())
+        .collect();
     if found.is_empty() {
-        return Err(Error::NoFiles { looked: DEFAULT_FILES.join(", ") });
+        return Err(Error::NoFiles {
+            looked: DEFAULT_FILES.join(", "),
+        });
     }
     Ok(found)
 }
@@ -98,7 +125,9 @@ fn looks_like_compose(name: &str, text: &str) -> bool {
 /// (`.json` → JSON, `.hcl` → HCL, otherwise HCL then JSON).
 pub fn parse_file(sources: &mut Sources, name: &str, text: String) -> Result<ast::Body, Error> {
     if looks_like_compose(name, &text) {
-        return Err(Error::Compose { path: name.to_string() });
+        return Err(Error::Compose {
+            path: name.to_string(),
+        });
     }
     let id = sources.add(Source::new(name, text.clone()));
     let r = if name.ends_with(".json") {
@@ -108,7 +137,10 @@ pub fn parse_file(sources: &mut Sources, name: &str, text: String) -> Result<ast
     } else {
         native::parse_body(&text, id).or_else(|e| json::parse_body(&text, id).map_err(|_| e))
     };
-    r.map_err(|diags| Error::Eval { diags, sources: sources.clone() })
+    r.map_err(|diags| Error::Eval {
+        diags,
+        sources: sources.clone(),
+    })
 }
 
 /// Loads and evaluates files (name, contents) in order as one body.
@@ -120,7 +152,10 @@ pub fn load(files: Vec<(String, String)>, opts: &Options) -> Result<Bake, Error>
         bodies.push(parse_file(&mut sources, &name, text)?);
         names.push(name);
     }
-    let config = parse::parse(&bodies, &names, opts).map_err(|diags| Error::Eval { diags, sources: sources.clone() })?;
+    let config = parse::parse(&bodies, &names, opts).map_err(|diags| Error::Eval {
+        diags,
+        sources: sources.clone(),
+    })?;
     Ok(Bake { sources, config })
 }
 
@@ -130,10 +165,18 @@ pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
     for p in paths {
         let text = if p == "-" {
             let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| Error::Read { path: "-".into(), source: e })?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| {
+                Error::Read {
+                    path: "-".into(),
+                    source: e,
+                }
+            })?;
             s
         } else {
-            std::fs::read_to_string(p).map_err(|e| Error::Read { path: p.clone(), source: e })?
+            std::fs::read_to_string(p).map_err(|e| Error::Read {
+                path: p.clone(),
+                source: e,
+            })?
         };
         files.push((p.clone(), text));
     }
@@ -142,7 +185,12 @@ pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
 
 impl Bake {
     /// `ReadTargets`: resolves requested names with `--set` overrides.
-    pub fn resolve(&self, requested: &[String], sets: &[String], opts: &Options) -> Result<Resolved, Error> {
+    pub fn resolve(
+        &self,
+        requested: &[String],
+        sets: &[String],
+        opts: &Options,
+    ) -> Result<Resolved, Error> {
         resolve::read_targets(&self.config, requested, sets, opts).map_err(Error::Resolve)
     }
 }
@@ -188,9 +236,18 @@ pub fn clean_path(p: &str) -> String {
 
 /// Whether a context is a remote URL (left untouched by the conversion).
 pub fn is_remote(ctx: &str) -> bool {
-    ["https://", "http://", "git://", "ssh://", "git@", "github.com/", "gitlab.com/", "bitbucket.org/"]
-        .iter()
-        .any(|p| ctx.starts_with(p))
+    [
+        "https://",
+        "http://",
+        "git://",
+        "ssh://",
+        "git@",
+        "github.com/",
+        "gitlab.com/",
+        "bitbucket.org/",
+    ]
+    .iter()
+    .any(|p| ctx.starts_with(p))
         || ctx.ends_with(".git")
         || ctx.contains(".git#")
 }
@@ -200,11 +257,17 @@ pub fn is_remote(ctx: &str) -> bool {
 pub fn to_build_opts(r: &mut Resolved, po: &PrintOptions) -> Result<(), Error> {
     for t in r.targets.values_mut() {
         if let Some(sde) = po.source_date_epoch.as_ref().filter(|s| !s.is_empty()) {
-            t.args.get_or_insert_with(BTreeMap::new).entry("SOURCE_DATE_EPOCH".into()).or_insert_with(|| Some(sde.clone()));
+            t.args
+                .get_or_insert_with(BTreeMap::new)
+                .entry("SOURCE_DATE_EPOCH".into())
+                .or_insert_with(|| Some(sde.clone()));
         }
         if let Some(ctx) = t.context.clone() {
             if ctx == "-" {
-                return Err(Error::Resolve(format!("target {}: context from stdin not allowed in bake", t.name)));
+                return Err(Error::Resolve(format!(
+                    "target {}: context from stdin not allowed in bake",
+                    t.name
+                )));
             }
             if let Some(rest) = ctx.strip_prefix("cwd://") {
                 t.context = Some(clean_path(rest));
@@ -213,14 +276,20 @@ pub fn to_build_opts(r: &mut Resolved, po: &PrintOptions) -> Result<(), Error> {
             }
         }
         if t.dockerfile.as_deref() == Some("-") {
-            return Err(Error::Resolve(format!("target {}: dockerfile from stdin not allowed in bake", t.name)));
+            return Err(Error::Resolve(format!(
+                "target {}: dockerfile from stdin not allowed in bake",
+                t.name
+            )));
         }
         // buildx stats secret files while creating build options.
         for s in t.secret.iter().flatten() {
             if let Some(src) = s.get("src").and_then(J::as_str) {
                 let p = po.cwd.join(src);
                 if !p.exists() {
-                    return Err(Error::Resolve(format!("target {}: failed to stat secret source {src}: no such file or directory", t.name)));
+                    return Err(Error::Resolve(format!(
+                        "target {}: failed to stat secret source {src}: no such file or directory",
+                        t.name
+                    )));
                 }
             }
         }
@@ -231,11 +300,19 @@ pub fn to_build_opts(r: &mut Resolved, po: &PrintOptions) -> Result<(), Error> {
 /// The `--print` document: `{"group": {...}, "target": {...}}`.
 pub fn print_json(r: &Resolved) -> J {
     let mut doc = Map::new();
-    let groups: Map<String, J> = r.groups.iter().map(|(k, g)| (k.clone(), g.to_json())).collect();
+    let groups: Map<String, J> = r
+        .groups
+        .iter()
+        .map(|(k, g)| (k.clone(), g.to_json()))
+        .collect();
     if !groups.is_empty() {
         doc.insert("group".into(), J::Object(groups));
     }
-    let targets: Map<String, J> = r.targets.iter().map(|(k, t)| (k.clone(), t.to_json(true))).collect();
+    let targets: Map<String, J> = r
+        .targets
+        .iter()
+        .map(|(k, t)| (k.clone(), t.to_json(true)))
+        .collect();
     doc.insert("target".into(), J::Object(targets));
     J::Object(doc)
 }
@@ -243,8 +320,24 @@ pub fn print_json(r: &Resolved) -> J {
 /// The parse-mode document (every target and group, unresolved).
 pub fn config_json(c: &Config) -> J {
     let mut doc = Map::new();
-    doc.insert("group".into(), J::Object(c.groups.iter().map(|g| (g.name.clone(), g.to_json())).collect()));
-    doc.insert("target".into(), J::Object(c.targets.iter().map(|t| (t.name.clone(), t.to_json(false))).collect()));
+    doc.insert(
+        "group".into(),
+        J::Object(
+            c.groups
+                .iter()
+                .map(|g| (g.name.clone(), g.to_json()))
+                .collect(),
+        ),
+    );
+    doc.insert(
+        "target".into(),
+        J::Object(
+            c.targets
+                .iter()
+                .map(|t| (t.name.clone(), t.to_json(false)))
+                .collect(),
+        ),
+    );
     J::Object(doc)
 }
 
@@ -309,11 +402,18 @@ pub fn display_value(v: &value::Value) -> String {
 pub fn list_variables(c: &Config) -> String {
     let mut vars: Vec<&VariableInfo> = c.variables.iter().collect();
     vars.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut table = vec![vec!["VARIABLE".into(), "TYPE".into(), "VALUE".into(), "DESCRIPTION".into()]];
+    let mut table = vec![vec![
+        "VARIABLE".into(),
+        "TYPE".into(),
+        "VALUE".into(),
+        "DESCRIPTION".into(),
+    ]];
     for v in vars {
         table.push(vec![
             v.name.clone(),
-            v.ty.as_ref().map(value::Type::friendly_name).unwrap_or_default(),
+            v.ty.as_ref()
+                .map(value::Type::friendly_name)
+                .unwrap_or_default(),
             display_value(&v.value),
             v.description.clone().unwrap_or_default(),
         ]);

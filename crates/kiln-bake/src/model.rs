@@ -39,7 +39,15 @@ impl Resources {
         macro_rules! m {
             ($($f:ident),*) => {$( if o.$f.is_some() { self.$f = o.$f.clone(); } )*};
         }
-        m!(memory, memory_swap, cpu_shares, cpu_period, cpu_quota, cpuset_cpus, cpuset_mems);
+        m!(
+            memory,
+            memory_swap,
+            cpu_shares,
+            cpu_period,
+            cpu_quota,
+            cpuset_cpus,
+            cpuset_mems
+        );
     }
     fn is_empty(&self) -> bool {
         *self == Resources::default()
@@ -54,7 +62,11 @@ impl Resources {
         s("memory", &self.memory);
         s("memory-swap", &self.memory_swap);
         let mut m2 = m;
-        for (k, v) in [("cpu-shares", self.cpu_shares), ("cpu-period", self.cpu_period), ("cpu-quota", self.cpu_quota)] {
+        for (k, v) in [
+            ("cpu-shares", self.cpu_shares),
+            ("cpu-period", self.cpu_period),
+            ("cpu-quota", self.cpu_quota),
+        ] {
             if let Some(v) = v {
                 m2.insert(k.into(), J::from(v));
             }
@@ -70,7 +82,11 @@ impl Resources {
 
     /// Sets one field from its `--set` / HCL key; integers are parsed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let int = |v: &str| v.trim().parse::<i64>().map_err(|_| format!("invalid value {v:?} for resources.{key}: an integer is required"));
+        let int = |v: &str| {
+            v.trim().parse::<i64>().map_err(|_| {
+                format!("invalid value {v:?} for resources.{key}: an integer is required")
+            })
+        };
         match key {
             "memory" => self.memory = Some(value.into()),
             "memory-swap" => self.memory_swap = Some(value.into()),
@@ -171,7 +187,9 @@ fn want_string(v: Value, attr: &str) -> Result<Option<String>, String> {
     }
     match convert(v, &Type::String) {
         Ok(Value::String(s)) => Ok(Some(s)),
-        _ => Err(format!("Inappropriate value for attribute {attr:?}: string required.")),
+        _ => Err(format!(
+            "Inappropriate value for attribute {attr:?}: string required."
+        )),
     }
 }
 
@@ -181,7 +199,9 @@ fn want_bool(v: Value, attr: &str) -> Result<Option<bool>, String> {
     }
     match convert(v, &Type::Bool) {
         Ok(Value::Bool(b)) => Ok(Some(b)),
-        _ => Err(format!("Inappropriate value for attribute {attr:?}: bool required.")),
+        _ => Err(format!(
+            "Inappropriate value for attribute {attr:?}: bool required."
+        )),
     }
 }
 
@@ -190,16 +210,24 @@ fn want_strings(v: Value, attr: &str) -> Result<Option<Vec<String>>, String> {
         return Ok(None);
     }
     let Some(items) = v.as_seq() else {
-        return Err(format!("Inappropriate value for attribute {attr:?}: list of string required."));
+        return Err(format!(
+            "Inappropriate value for attribute {attr:?}: list of string required."
+        ));
     };
     let mut out = Vec::with_capacity(items.len());
     for it in items {
         if it.is_null() {
-            return Err(format!("Inappropriate value for attribute {attr:?}: element must not be null."));
+            return Err(format!(
+                "Inappropriate value for attribute {attr:?}: element must not be null."
+            ));
         }
         match convert(it.clone(), &Type::String) {
             Ok(Value::String(s)) => out.push(s),
-            _ => return Err(format!("Inappropriate value for attribute {attr:?}: list of string required.")),
+            _ => {
+                return Err(format!(
+                    "Inappropriate value for attribute {attr:?}: list of string required."
+                ));
+            }
         }
     }
     Ok(Some(out))
@@ -210,7 +238,9 @@ fn want_map(v: Value, attr: &str) -> Result<Option<BTreeMap<String, Option<Strin
         return Ok(None);
     }
     let Some(entries) = v.as_entries() else {
-        return Err(format!("Inappropriate value for attribute {attr:?}: map of string required."));
+        return Err(format!(
+            "Inappropriate value for attribute {attr:?}: map of string required."
+        ));
     };
     let mut out = BTreeMap::new();
     for (k, e) in entries {
@@ -222,7 +252,11 @@ fn want_map(v: Value, attr: &str) -> Result<Option<BTreeMap<String, Option<Strin
             Ok(Value::String(s)) => {
                 out.insert(k.clone(), Some(s));
             }
-            _ => return Err(format!("Inappropriate value for attribute {attr:?}: map of string required.")),
+            _ => {
+                return Err(format!(
+                    "Inappropriate value for attribute {attr:?}: map of string required."
+                ));
+            }
         }
     }
     Ok(Some(out))
@@ -233,7 +267,9 @@ fn want_entries(v: Value, attr: &str, kind: EntryKind) -> Result<Option<Vec<Entr
         return Ok(None);
     }
     let Some(items) = v.as_seq() else {
-        return Err(format!("Inappropriate value for attribute {attr:?}: list required."));
+        return Err(format!(
+            "Inappropriate value for attribute {attr:?}: list required."
+        ));
     };
     let mut out = Vec::new();
     for it in items {
@@ -261,7 +297,10 @@ fn entry_from_object(m: &BTreeMap<String, Value>, kind: EntryKind) -> Result<Ent
         }
         if kind == EntryKind::Ssh && k == "paths" {
             let paths = want_strings(v.clone(), "paths")?.unwrap_or_default();
-            e.insert("paths".into(), J::Array(paths.into_iter().map(J::String).collect()));
+            e.insert(
+                "paths".into(),
+                J::Array(paths.into_iter().map(J::String).collect()),
+            );
             continue;
         }
         let s = match convert(v.clone(), &Type::String) {
@@ -289,11 +328,19 @@ fn insert_attr(e: &mut Entry, kind: EntryKind, key: &str, value: String) -> Resu
             }
         }
         EntryKind::Attest if key_l == "disabled" => {
-            let b = parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for disabled"))?;
+            let b = parse_go_bool(&value)
+                .ok_or_else(|| format!("invalid value {value} for disabled"))?;
             e.insert("disabled".into(), J::Bool(b));
         }
         EntryKind::Output | EntryKind::Attest | EntryKind::Cache | EntryKind::Policy => {
-            e.insert(if kind == EntryKind::Output || kind == EntryKind::Cache { key_l } else { key.to_string() }, J::String(value));
+            e.insert(
+                if kind == EntryKind::Output || kind == EntryKind::Cache {
+                    key_l
+                } else {
+                    key.to_string()
+                },
+                J::String(value),
+            );
         }
         EntryKind::Ssh => {
             e.insert(key.to_string(), J::String(value));
@@ -306,15 +353,17 @@ fn finish_entry(mut e: Entry, kind: EntryKind) -> Result<Entry, String> {
     match kind {
         EntryKind::Secret => {
             let ty = e.remove("type").and_then(|v| v.as_str().map(String::from));
-            if ty.as_deref() == Some("env") && !e.contains_key("env") {
-                if let Some(src) = e.remove("src") {
-                    e.insert("env".into(), src);
-                }
+            if ty.as_deref() == Some("env")
+                && !e.contains_key("env")
+                && let Some(src) = e.remove("src")
+            {
+                e.insert("env".into(), src);
             }
-            if let Some(t) = ty.as_deref() {
-                if t != "env" && t != "file" {
-                    return Err(format!("unsupported secret type {t:?}"));
-                }
+            if let Some(t) = ty.as_deref()
+                && t != "env"
+                && t != "file"
+            {
+                return Err(format!("unsupported secret type {t:?}"));
             }
             if !e.contains_key("id") {
                 // buildx derives the id from the env name or the file's base name.
@@ -322,14 +371,27 @@ fn finish_entry(mut e: Entry, kind: EntryKind) -> Result<Entry, String> {
                     .get("env")
                     .or_else(|| e.get("src"))
                     .and_then(|v| v.as_str())
-                    .map(|s| if e.contains_key("env") { s.to_string() } else { go_base(s) })
+                    .map(|s| {
+                        if e.contains_key("env") {
+                            s.to_string()
+                        } else {
+                            go_base(s)
+                        }
+                    })
                     .unwrap_or_default();
                 e.insert("id".into(), J::String(id));
             }
         }
         EntryKind::Output | EntryKind::Cache => {
             if !e.contains_key("type") {
-                return Err(format!("type is required for {}", if kind == EntryKind::Output { "output" } else { "cache" }));
+                return Err(format!(
+                    "type is required for {}",
+                    if kind == EntryKind::Output {
+                        "output"
+                    } else {
+                        "cache"
+                    }
+                ));
             }
         }
         EntryKind::Attest => {
@@ -347,41 +409,43 @@ fn finish_entry(mut e: Entry, kind: EntryKind) -> Result<Entry, String> {
 pub fn parse_entries(s: &str, kind: EntryKind) -> Result<Vec<Entry>, String> {
     let fields = csv_fields(s)?;
     match kind {
-        EntryKind::Output => {
-            if fields.len() == 1 && fields[0] == s && !s.starts_with("type=") {
-                let mut e = Entry::new();
-                if s == "-" {
-                    e.insert("type".into(), J::String("tar".into()));
-                } else {
-                    e.insert("type".into(), J::String("local".into()));
-                }
-                e.insert("dest".into(), J::String(s.into()));
-                return Ok(vec![e]);
+        EntryKind::Output if fields.len() == 1 && fields[0] == s && !s.starts_with("type=") => {
+            let mut e = Entry::new();
+            if s == "-" {
+                e.insert("type".into(), J::String("tar".into()));
+            } else {
+                e.insert("type".into(), J::String("local".into()));
             }
+            e.insert("dest".into(), J::String(s.into()));
+            return Ok(vec![e]);
         }
-        EntryKind::Cache => {
-            if !s.contains('=') {
-                return Ok(fields
-                    .into_iter()
-                    .filter(|f| !f.is_empty())
-                    .map(|f| {
-                        let mut e = Entry::new();
-                        e.insert("type".into(), J::String("registry".into()));
-                        e.insert("ref".into(), J::String(f));
-                        e
-                    })
-                    .collect());
-            }
+        EntryKind::Cache if !s.contains('=') => {
+            return Ok(fields
+                .into_iter()
+                .filter(|f| !f.is_empty())
+                .map(|f| {
+                    let mut e = Entry::new();
+                    e.insert("type".into(), J::String("registry".into()));
+                    e.insert("ref".into(), J::String(f));
+                    e
+                })
+                .collect());
         }
         EntryKind::Ssh => {
             let mut e = Entry::new();
             let (id, paths) = match s.split_once('=') {
-                Some((id, p)) => (id.to_string(), p.split(',').map(String::from).collect::<Vec<_>>()),
+                Some((id, p)) => (
+                    id.to_string(),
+                    p.split(',').map(String::from).collect::<Vec<_>>(),
+                ),
                 None => (s.to_string(), Vec::new()),
             };
             e.insert("id".into(), J::String(id));
             if !paths.is_empty() {
-                e.insert("paths".into(), J::Array(paths.into_iter().map(J::String).collect()));
+                e.insert(
+                    "paths".into(),
+                    J::Array(paths.into_iter().map(J::String).collect()),
+                );
             }
             return Ok(vec![e]);
         }
@@ -417,7 +481,11 @@ pub fn csv_fields(s: &str) -> Result<Vec<String>, String> {
                     quoted = false;
                     match chars.peek() {
                         None | Some(',') => {}
-                        Some(_) => return Err(format!("parse error: extraneous or missing \" in quoted-field in {s:?}")),
+                        Some(_) => {
+                            return Err(format!(
+                                "parse error: extraneous or missing \" in quoted-field in {s:?}"
+                            ));
+                        }
                     }
                 }
             } else {
@@ -442,7 +510,9 @@ pub fn csv_fields(s: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err(format!("parse error: extraneous or missing \" in quoted-field in {s:?}"));
+        return Err(format!(
+            "parse error: extraneous or missing \" in quoted-field in {s:?}"
+        ));
     }
     out.push(cur);
     Ok(out)
@@ -483,9 +553,14 @@ fn want_resources(v: Value) -> Result<Option<Resources>, String> {
         }
         let s = match convert(e.clone(), &Type::String) {
             Ok(Value::String(s)) => s,
-            _ => return Err(format!("Inappropriate value for resources.{k}: string or number required.")),
+            _ => {
+                return Err(format!(
+                    "Inappropriate value for resources.{k}: string or number required."
+                ));
+            }
         };
-        r.set(k, &s).map_err(|e| format!("Unsupported argument; {e}"))?;
+        r.set(k, &s)
+            .map_err(|e| format!("Unsupported argument; {e}"))?;
     }
     Ok(Some(r))
 }
@@ -500,7 +575,11 @@ impl Target {
             "attest" => self.attest = want_entries(v, attr, EntryKind::Attest)?,
             "context" => self.context = want_string(v, attr)?,
             "contexts" => {
-                self.contexts = want_map(v, attr)?.map(|m| m.into_iter().map(|(k, v)| (k, v.unwrap_or_default())).collect())
+                self.contexts = want_map(v, attr)?.map(|m| {
+                    m.into_iter()
+                        .map(|(k, v)| (k, v.unwrap_or_default()))
+                        .collect()
+                })
             }
             "dockerfile" => self.dockerfile = want_string(v, attr)?,
             "dockerfile-inline" => self.dockerfile_inline = want_string(v, attr)?,
@@ -543,8 +622,12 @@ impl Target {
                 let v = crate::value::from_json(&j);
                 // Lists of strings read back as lists, maps as maps.
                 match v {
-                    Value::Tuple(items) => Value::list(items.clone()).unwrap_or(Value::Tuple(items)),
-                    Value::Object(m) if matches!(attr, "args" | "labels" | "contexts" | "extra-hosts") => {
+                    Value::Tuple(items) => {
+                        Value::list(items.clone()).unwrap_or(Value::Tuple(items))
+                    }
+                    Value::Object(m)
+                        if matches!(attr, "args" | "labels" | "contexts" | "extra-hosts") =>
+                    {
                         Value::map(m.clone()).unwrap_or(Value::Object(m))
                     }
                     other => other,
@@ -565,7 +648,10 @@ impl Target {
                 a.get_or_insert_with(Vec::new).extend(b.iter().cloned());
             }
         }
-        fn keywise(a: &mut Option<BTreeMap<String, Option<String>>>, b: &Option<BTreeMap<String, Option<String>>>) {
+        fn keywise(
+            a: &mut Option<BTreeMap<String, Option<String>>>,
+            b: &Option<BTreeMap<String, Option<String>>>,
+        ) {
             if let Some(b) = b {
                 let m = a.get_or_insert_with(BTreeMap::new);
                 for (k, v) in b {
@@ -616,7 +702,9 @@ impl Target {
         over(&mut self.shm_size, &o.shm_size);
         append(&mut self.ulimits, &o.ulimits);
         if let Some(r) = &o.resources {
-            self.resources.get_or_insert_with(Resources::default).merge(r);
+            self.resources
+                .get_or_insert_with(Resources::default)
+                .merge(r);
         }
         over(&mut self.call, &o.call);
         append(&mut self.entitlements, &o.entitlements);
@@ -647,16 +735,17 @@ impl Target {
             e.push("network.host".into());
         }
         dedupe(&mut self.entitlements);
-        for list in [&mut self.cache_from, &mut self.cache_to, &mut self.output] {
-            if let Some(l) = list {
-                let mut out: Vec<Entry> = Vec::new();
-                for e in l.drain(..) {
-                    if !out.contains(&e) {
-                        out.push(e);
-                    }
+        for l in [&mut self.cache_from, &mut self.cache_to, &mut self.output]
+            .into_iter()
+            .flatten()
+        {
+            let mut out: Vec<Entry> = Vec::new();
+            for e in l.drain(..) {
+                if !out.contains(&e) {
+                    out.push(e);
                 }
-                *l = out;
             }
+            *l = out;
         }
         if let Some(a) = &mut self.attest {
             let mut out: Vec<Entry> = Vec::new();
@@ -683,42 +772,71 @@ impl Target {
     /// args, labels, annotations, dockerfile-inline and extra-hosts are
     /// escaped as `--print` does.
     pub fn field_json(&self, attr: &str, escape: bool) -> Option<J> {
-        let esc = |s: &str| if escape { escape_template(s) } else { s.to_string() };
+        let esc = |s: &str| {
+            if escape {
+                escape_template(s)
+            } else {
+                s.to_string()
+            }
+        };
         let strs = |v: &Option<Vec<String>>, e: bool| {
-            v.as_ref()
-                .filter(|l| !l.is_empty())
-                .map(|l| J::Array(l.iter().map(|s| J::String(if e { esc(s) } else { s.clone() })).collect()))
+            v.as_ref().filter(|l| !l.is_empty()).map(|l| {
+                J::Array(
+                    l.iter()
+                        .map(|s| J::String(if e { esc(s) } else { s.clone() }))
+                        .collect(),
+                )
+            })
         };
         let entries = |v: &Option<Vec<Entry>>| {
-            v.as_ref()
-                .filter(|l| !l.is_empty())
-                .map(|l| J::Array(l.iter().map(|e| J::Object(e.clone().into_iter().collect())).collect()))
+            v.as_ref().filter(|l| !l.is_empty()).map(|l| {
+                J::Array(
+                    l.iter()
+                        .map(|e| J::Object(e.clone().into_iter().collect()))
+                        .collect(),
+                )
+            })
         };
         let smap = |m: &Option<BTreeMap<String, Option<String>>>, e: bool| {
             m.as_ref().filter(|m| !m.is_empty()).map(|m| {
                 J::Object(
                     m.iter()
                         .map(|(k, v)| {
-                            (k.clone(), v.as_ref().map(|s| J::String(if e { esc(s) } else { s.clone() })).unwrap_or(J::Null))
+                            (
+                                k.clone(),
+                                v.as_ref()
+                                    .map(|s| J::String(if e { esc(s) } else { s.clone() }))
+                                    .unwrap_or(J::Null),
+                            )
                         })
                         .collect(),
                 )
             })
         };
-        let s = |v: &Option<String>| v.as_ref().filter(|s| !s.is_empty()).map(|s| J::String(s.clone()));
+        let s = |v: &Option<String>| {
+            v.as_ref()
+                .filter(|s| !s.is_empty())
+                .map(|s| J::String(s.clone()))
+        };
         match attr {
             "description" => s(&self.description),
             "inherits" => strs(&self.inherits, false),
             "annotations" => strs(&self.annotations, true),
             "attest" => entries(&self.attest),
             "context" => self.context.as_ref().map(|s| J::String(s.clone())),
-            "contexts" => self
-                .contexts
-                .as_ref()
-                .filter(|m| !m.is_empty())
-                .map(|m| J::Object(m.iter().map(|(k, v)| (k.clone(), J::String(v.clone()))).collect())),
+            "contexts" => self.contexts.as_ref().filter(|m| !m.is_empty()).map(|m| {
+                J::Object(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), J::String(v.clone())))
+                        .collect(),
+                )
+            }),
             "dockerfile" => self.dockerfile.as_ref().map(|s| J::String(s.clone())),
-            "dockerfile-inline" => self.dockerfile_inline.as_ref().filter(|s| !s.is_empty()).map(|s| J::String(esc(s))),
+            "dockerfile-inline" => self
+                .dockerfile_inline
+                .as_ref()
+                .filter(|s| !s.is_empty())
+                .map(|s| J::String(esc(s))),
             "args" => smap(&self.args, true),
             "labels" => smap(&self.labels, true),
             "tags" => strs(&self.tags, false),
@@ -735,7 +853,11 @@ impl Target {
             "no-cache-filter" => strs(&self.no_cache_filter, false),
             "shm-size" => s(&self.shm_size),
             "ulimits" => strs(&self.ulimits, false),
-            "resources" => self.resources.as_ref().filter(|r| !r.is_empty()).map(Resources::to_json),
+            "resources" => self
+                .resources
+                .as_ref()
+                .filter(|r| !r.is_empty())
+                .map(Resources::to_json),
             "call" => s(&self.call),
             "entitlements" => strs(&self.entitlements, false),
             "extra-hosts" => smap(&self.extra_hosts, true),
@@ -778,7 +900,10 @@ impl Group {
         if let Some(d) = self.description.as_ref().filter(|d| !d.is_empty()) {
             m.insert("description".into(), J::String(d.clone()));
         }
-        m.insert("targets".into(), J::Array(self.targets.iter().map(|t| J::String(t.clone())).collect()));
+        m.insert(
+            "targets".into(),
+            J::Array(self.targets.iter().map(|t| J::String(t.clone())).collect()),
+        );
         J::Object(m)
     }
 }
@@ -795,10 +920,16 @@ mod tests {
     #[test]
     fn output_shorthand() {
         let e = parse_entries("out", EntryKind::Output).unwrap();
-        assert_eq!(J::Object(e[0].clone().into_iter().collect()), serde_json::json!({"type":"local","dest":"out"}));
+        assert_eq!(
+            J::Object(e[0].clone().into_iter().collect()),
+            serde_json::json!({"type":"local","dest":"out"})
+        );
         let e = parse_entries("-", EntryKind::Output).unwrap();
         assert_eq!(e[0]["type"], "tar");
-        assert!(parse_entries("dest=x", EntryKind::Output).is_err());
+        assert!(
+            parse_entries("dest=x,mode=y", EntryKind::Output).is_err(),
+            "type is required"
+        );
     }
 
     #[test]
@@ -810,7 +941,11 @@ mod tests {
 
     #[test]
     fn attest_disabled_is_bool_and_csv_quotes() {
-        let e = parse_entries("type=sbom,disabled=true,\"ENV1=bar,baz\"", EntryKind::Attest).unwrap();
+        let e = parse_entries(
+            "type=sbom,disabled=true,\"ENV1=bar,baz\"",
+            EntryKind::Attest,
+        )
+        .unwrap();
         assert_eq!(e[0]["disabled"], J::Bool(true));
         assert_eq!(e[0]["ENV1"], "bar,baz");
     }
@@ -832,11 +967,20 @@ mod tests {
     #[test]
     fn merge_rules() {
         let mut a = Target::default();
-        a.set_attr("tags", Value::Tuple(vec![Value::string("a")])).unwrap();
-        a.set_attr("args", Value::Object([("X".to_string(), Value::string("1"))].into())).unwrap();
+        a.set_attr("tags", Value::Tuple(vec![Value::string("a")]))
+            .unwrap();
+        a.set_attr(
+            "args",
+            Value::Object([("X".to_string(), Value::string("1"))].into()),
+        )
+        .unwrap();
         let mut b = Target::default();
         b.set_attr("tags", Value::Tuple(vec![])).unwrap();
-        b.set_attr("args", Value::Object([("X".to_string(), Value::null())].into())).unwrap();
+        b.set_attr(
+            "args",
+            Value::Object([("X".to_string(), Value::null())].into()),
+        )
+        .unwrap();
         a.merge(&b);
         assert_eq!(a.tags, Some(vec![]));
         assert_eq!(a.args.unwrap()["X"], Some("1".into()));

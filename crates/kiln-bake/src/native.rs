@@ -20,7 +20,8 @@ pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
 /// Parses a template (the contents of a JSON string), whose text starts at byte
 /// `base` of file `file`.
 pub fn parse_template(text: &str, file: u32, base: usize) -> Result<Expr, Diags> {
-    let t = hcl_edit::parser::parse_template(text).map_err(|e| parse_error(&e, text, file, base))?;
+    let t =
+        hcl_edit::parser::parse_template(text).map_err(|e| parse_error(&e, text, file, base))?;
     let mut lw = Lower { file, base };
     let span = Span::new(file, base, base + text.len());
     let parts = lw.template(&t);
@@ -70,7 +71,10 @@ impl Lower {
     }
 
     fn body(&mut self, body: &hs::Body, span: Span) -> Body {
-        let mut out = Body { span, ..Body::default() };
+        let mut out = Body {
+            span,
+            ..Body::default()
+        };
         for s in body.iter() {
             match s {
                 hs::Structure::Attribute(a) => out.attrs.push(Attribute {
@@ -108,19 +112,19 @@ impl Lower {
         match e {
             E::Null(_) => Expr::Literal(Value::null(), span),
             E::Bool(b) => Expr::Literal(Value::Bool(*b.value()), span),
-            E::Number(n) => Expr::Literal(Value::Number(n.value().as_f64().unwrap_or(f64::MAX)), span),
+            E::Number(n) => {
+                Expr::Literal(Value::Number(n.value().as_f64().unwrap_or(f64::MAX)), span)
+            }
             E::String(s) => Expr::Literal(Value::String(s.value().to_string()), span),
             E::Array(a) => Expr::Tuple(a.iter().map(|x| self.expr(x)).collect(), span),
             E::Object(o) => {
                 let mut items = Vec::new();
                 for (k, v) in o.iter() {
                     let key = match k {
-                        he::ObjectKey::Ident(id) => ObjKey::Ident(id.as_str().to_string(), self.span(id.span())),
-                        he::ObjectKey::Expression(x) => match x {
-                            // `{ (foo) = 1 }` evaluates foo; a bare traversal key like
-                            // `foo.bar` is also an expression.
-                            _ => ObjKey::Expr(self.expr(x)),
-                        },
+                        he::ObjectKey::Ident(id) => {
+                            ObjKey::Ident(id.as_str().to_string(), self.span(id.span()))
+                        }
+                        he::ObjectKey::Expression(x) => ObjKey::Expr(self.expr(x)),
                     };
                     items.push((key, self.expr(v.expr())));
                 }
@@ -167,7 +171,9 @@ impl Lower {
                         match op.value() {
                             he::TraversalOperator::AttrSplat(_) => Step::AttrSplat(sp),
                             he::TraversalOperator::FullSplat(_) => Step::FullSplat(sp),
-                            he::TraversalOperator::GetAttr(id) => Step::Attr(id.as_str().to_string(), sp),
+                            he::TraversalOperator::GetAttr(id) => {
+                                Step::Attr(id.as_str().to_string(), sp)
+                            }
                             he::TraversalOperator::Index(x) => Step::Index(self.expr(x), sp),
                             he::TraversalOperator::LegacyIndex(n) => {
                                 Step::Index(Expr::Literal(Value::Number(*n.value() as f64), sp), sp)
@@ -175,7 +181,11 @@ impl Lower {
                         }
                     })
                     .collect();
-                Expr::Traversal { root: Box::new(root), steps, span }
+                Expr::Traversal {
+                    root: Box::new(root),
+                    steps,
+                    span,
+                }
             }
             E::UnaryOp(u) => Expr::Unary {
                 op: match u.operator.value() {
@@ -202,7 +212,12 @@ impl Lower {
                     B::And => BinOp::And,
                     B::Or => BinOp::Or,
                 };
-                Expr::Binary { op, lhs: Box::new(self.expr(&b.lhs_expr)), rhs: Box::new(self.expr(&b.rhs_expr)), span }
+                Expr::Binary {
+                    op,
+                    lhs: Box::new(self.expr(&b.lhs_expr)),
+                    rhs: Box::new(self.expr(&b.rhs_expr)),
+                    span,
+                }
             }
             E::ForExpr(f) => Expr::For(Box::new(ForExpr {
                 key_var: f.intro.key_var.as_ref().map(|k| k.as_str().to_string()),
@@ -225,7 +240,9 @@ impl Lower {
         let mut parts: Vec<(TPart, bool, bool)> = Vec::with_capacity(elems.len());
         for el in elems {
             match el {
-                Element::Literal(s) => parts.push((TPart::Lit(s.value().to_string()), false, false)),
+                Element::Literal(s) => {
+                    parts.push((TPart::Lit(s.value().to_string()), false, false))
+                }
                 Element::Interpolation(i) => {
                     let (s, e) = strip_flags(i.strip);
                     parts.push((TPart::Interp(self.expr(&i.expr)), s, e));
@@ -264,7 +281,12 @@ impl Lower {
                             }
                         }
                         parts.push((
-                            TPart::If { cond: self.expr(&ifd.if_expr.cond_expr), then, otherwise, span },
+                            TPart::If {
+                                cond: self.expr(&ifd.if_expr.cond_expr),
+                                then,
+                                otherwise,
+                                span,
+                            },
                             s,
                             e,
                         ));
@@ -282,7 +304,11 @@ impl Lower {
                         }
                         parts.push((
                             TPart::For {
-                                key_var: fd.for_expr.key_var.as_ref().map(|k| k.as_str().to_string()),
+                                key_var: fd
+                                    .for_expr
+                                    .key_var
+                                    .as_ref()
+                                    .map(|k| k.as_str().to_string()),
                                 val_var: fd.for_expr.value_var.as_str().to_string(),
                                 coll: self.expr(&fd.for_expr.collection_expr),
                                 body,
@@ -298,15 +324,17 @@ impl Lower {
         // Apply strip flags to adjacent literals.
         for i in 0..parts.len() {
             let (strip_before, strip_after) = (parts[i].1, parts[i].2);
-            if strip_before && i > 0 {
-                if let TPart::Lit(s) = &mut parts[i - 1].0 {
-                    *s = s.trim_end().to_string();
-                }
+            if strip_before
+                && i > 0
+                && let TPart::Lit(s) = &mut parts[i - 1].0
+            {
+                *s = s.trim_end().to_string();
             }
-            if strip_after && i + 1 < parts.len() {
-                if let TPart::Lit(s) = &mut parts[i + 1].0 {
-                    *s = s.trim_start().to_string();
-                }
+            if strip_after
+                && i + 1 < parts.len()
+                && let TPart::Lit(s) = &mut parts[i + 1].0
+            {
+                *s = s.trim_start().to_string();
             }
         }
         parts.into_iter().map(|(p, _, _)| p).collect()

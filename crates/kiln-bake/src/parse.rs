@@ -143,10 +143,18 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             match b.kind.as_str() {
                 "variable" | "function" => {
                     let Some((name, _)) = b.labels.first() else {
-                        return Err(Diags::at(b.span, "Missing name for block", format!("A {} block needs a name label.", b.kind)));
+                        return Err(Diags::at(
+                            b.span,
+                            "Missing name for block",
+                            format!("A {} block needs a name label.", b.kind),
+                        ));
                     };
                     if b.labels.len() != 1 {
-                        return Err(Diags::at(b.span, "Extraneous label for block", format!("A {} block has exactly one label.", b.kind)));
+                        return Err(Diags::at(
+                            b.span,
+                            "Extraneous label for block",
+                            format!("A {} block has exactly one label.", b.kind),
+                        ));
                     }
                     if reserved(name) {
                         continue;
@@ -163,7 +171,11 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                         }
                         for vb in &b.body.blocks {
                             if vb.kind != "validation" {
-                                return Err(Diags::at(vb.span, "Unsupported block type", format!("Blocks of type {:?} are not expected here.", vb.kind)));
+                                return Err(Diags::at(
+                                    vb.span,
+                                    "Unsupported block type",
+                                    format!("Blocks of type {:?} are not expected here.", vb.kind),
+                                ));
                             }
                         }
                         let decl = VarDecl {
@@ -188,12 +200,23 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 "target" | "group" => {
                     if b.labels.len() != 1 {
                         let span = b.labels.get(1).map(|l| l.1).unwrap_or(b.span);
-                        return Err(Diags::at(span, "Invalid block", format!("invalid block label: {:?}", b.labels.iter().map(|l| &l.0).collect::<Vec<_>>())));
+                        return Err(Diags::at(
+                            span,
+                            "Invalid block",
+                            format!(
+                                "invalid block label: {:?}",
+                                b.labels.iter().map(|l| &l.0).collect::<Vec<_>>()
+                            ),
+                        ));
                     }
                     p.blocks.push(b.clone());
                 }
                 other => {
-                    return Err(Diags::at(b.span, "Unsupported block type", format!("Blocks of type {other:?} are not expected here.")));
+                    return Err(Diags::at(
+                        b.span,
+                        "Unsupported block type",
+                        format!("Blocks of type {other:?} are not expected here."),
+                    ));
                 }
             }
         }
@@ -266,11 +289,19 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         for (ii, inst) in insts.iter().enumerate() {
             let t = p.decode_target(bi, ii, &inst.name)?;
             names.push(inst.name.clone());
-            cfg.target_spans.entry(inst.name.clone()).or_insert(lspan.to(hspan));
-            let dir = p.file_dirs.get(lspan.file as usize).cloned().unwrap_or_else(|| ".".into());
+            cfg.target_spans
+                .entry(inst.name.clone())
+                .or_insert(lspan.to(hspan));
+            let dir = p
+                .file_dirs
+                .get(lspan.file as usize)
+                .cloned()
+                .unwrap_or_else(|| ".".into());
             cfg.target_dirs.entry(inst.name.clone()).or_insert(dir);
             for a in &p.blocks[bi].body.attrs {
-                cfg.attr_spans.entry((inst.name.clone(), a.name.clone())).or_insert(a.expr.span());
+                cfg.attr_spans
+                    .entry((inst.name.clone(), a.name.clone()))
+                    .or_insert(a.expr.span());
             }
             if let Some(&i) = target_index.get(&inst.name) {
                 cfg.targets[i].merge(&t);
@@ -287,7 +318,11 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                     }
                 }
             } else {
-                implicit.push(Group { name: label, description: None, targets: names });
+                implicit.push(Group {
+                    name: label,
+                    description: None,
+                    targets: names,
+                });
             }
         }
     }
@@ -301,7 +336,9 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
 }
 
 fn is_valid_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The error for names outside `[a-zA-Z0-9_-]`.
@@ -339,7 +376,11 @@ impl Program<'_> {
             return Ok(None);
         }
         if self.progress.contains(name) {
-            return Err(Diags::at(span, "Invalid expression", format!("variable cycle not allowed for {name}")));
+            return Err(Diags::at(
+                span,
+                "Invalid expression",
+                format!("variable cycle not allowed for {name}"),
+            ));
         }
         self.progress.insert(name.to_string());
         let r = self.resolve_inner(name, attr, is_var);
@@ -349,38 +390,58 @@ impl Program<'_> {
         Ok(Some(v))
     }
 
-    fn resolve_inner(&mut self, name: &str, attr: Option<Expr>, is_var: bool) -> Result<Value, Diags> {
-        let decl_span = self.vars.get(name).map(|v| v.span).or(self.attrs.get(name).map(|a| a.name_span));
+    fn resolve_inner(
+        &mut self,
+        name: &str,
+        attr: Option<Expr>,
+        is_var: bool,
+    ) -> Result<Value, Diags> {
+        let decl_span = self
+            .vars
+            .get(name)
+            .map(|v| v.span)
+            .or(self.attrs.get(name).map(|a| a.name_span));
         let invalid = |msg: String| Diags::one(Diag::new("Invalid value", msg, decl_span));
         let ty = self.var_type(name)?;
         let from_attr = attr.is_some();
         let def_expr = attr.or_else(|| self.vars.get(name).and_then(|v| v.default.clone()));
-        self.sources.insert(name.to_string(), if from_attr { "attribute" } else { "default" });
+        self.sources.insert(
+            name.to_string(),
+            if from_attr { "attribute" } else { "default" },
+        );
 
         if is_var {
             // Overrides apply only to names declared by a `variable` block.
             let json_name = format!("{name}_JSON");
-            let json_override = if self.vars.contains_key(&json_name) || self.opts.builtins.contains_key(&json_name) {
+            let json_override = if self.vars.contains_key(&json_name)
+                || self.opts.builtins.contains_key(&json_name)
+            {
                 None
             } else {
                 self.opts.lookup(&json_name).map(String::from)
             };
             let plain = self.opts.lookup(name).map(String::from);
-            let source = if self.opts.vars.contains_key(name) { "var" } else { "env" };
+            let source = if self.opts.vars.contains_key(name) {
+                "var"
+            } else {
+                "env"
+            };
             if let (Some(t), Some(j)) = (&ty, &json_override) {
-                let parsed: serde_json::Value = serde_json::from_str(j)
-                    .map_err(|e| invalid(format!("failed to convert variable {name} from JSON: {e}")))?;
-                let v = from_json_typed(&parsed, t)
-                    .map_err(|e| invalid(format!("failed to convert variable {name} from JSON: {e}")))?;
+                let parsed: serde_json::Value = serde_json::from_str(j).map_err(|e| {
+                    invalid(format!("failed to convert variable {name} from JSON: {e}"))
+                })?;
+                let v = from_json_typed(&parsed, t).map_err(|e| {
+                    invalid(format!("failed to convert variable {name} from JSON: {e}"))
+                })?;
                 self.sources.insert(name.to_string(), source);
                 return Ok(v);
             }
-            if let Some(t) = &ty {
-                if let Some(s) = &plain {
-                    let v = parse_typed_override(name, s, t).map_err(invalid)?;
-                    self.sources.insert(name.to_string(), source);
-                    return Ok(v);
-                }
+            if let Some(t) = &ty
+                && let Some(s) = &plain
+            {
+                let v = parse_typed_override(name, s, t).map_err(invalid)?;
+                self.sources.insert(name.to_string(), source);
+                return Ok(v);
             }
             if ty.is_none() {
                 let raw = plain.clone().or(json_override.clone());
@@ -418,7 +479,10 @@ impl Program<'_> {
                 let span = def_expr.as_ref().map(Expr::span).or(decl_span);
                 Diags::one(Diag::new(
                     "Invalid value",
-                    format!("invalid type {} for variable {name} default value: {e}", t.type_expr()),
+                    format!(
+                        "invalid type {} for variable {name} default value: {e}",
+                        t.type_expr()
+                    ),
                     span,
                 ))
             }),
@@ -488,11 +552,17 @@ impl Program<'_> {
                 out.push(Diag::at(
                     cond.expr.span(),
                     "Validation failed",
-                    msg.unwrap_or_else(|| "This check failed, but has an invalid error message.".into()),
+                    msg.unwrap_or_else(|| {
+                        "This check failed, but has an invalid error message.".into()
+                    }),
                 ));
             }
         }
-        if out.is_empty() { Ok(()) } else { Err(Diags(out)) }
+        if out.is_empty() {
+            Ok(())
+        } else {
+            Err(Diags(out))
+        }
     }
 
     /// The instances (final names and matrix values) of block `bi`.
@@ -502,7 +572,14 @@ impl Program<'_> {
         }
         if !self.inst_progress.insert(bi) {
             let b = &self.blocks[bi];
-            return Err(Diags::at(b.span, "Invalid expression", format!("reference cycle not allowed for {}.{}.name", b.kind, b.labels[0].0)));
+            return Err(Diags::at(
+                b.span,
+                "Invalid expression",
+                format!(
+                    "reference cycle not allowed for {}.{}.name",
+                    b.kind, b.labels[0].0
+                ),
+            ));
         }
         let r = self.compute_instances(bi);
         self.inst_progress.remove(&bi);
@@ -522,24 +599,46 @@ impl Program<'_> {
         let name_attr = b.body.attr("name");
         if b.kind == "group" {
             if let Some(a) = matrix {
-                return Err(Diags::at(a.name_span, "Invalid attribute", "matrix is not supported for groups"));
+                return Err(Diags::at(
+                    a.name_span,
+                    "Invalid attribute",
+                    "matrix is not supported for groups",
+                ));
             }
             if let Some(a) = name_attr {
-                return Err(Diags::at(a.name_span, "Invalid attribute", "name is not supported for groups"));
+                return Err(Diags::at(
+                    a.name_span,
+                    "Invalid attribute",
+                    "name is not supported for groups",
+                ));
             }
-            return Ok(vec![Instance { name: label, locals: vec![] }]);
+            return Ok(vec![Instance {
+                name: label,
+                locals: vec![],
+            }]);
         }
         let combos: Vec<Vec<(String, Value)>> = match matrix {
             None => {
                 if let Some(a) = name_attr {
-                    return Err(Diags::at(a.name_span, "Invalid attribute", "name requires matrix"));
+                    return Err(Diags::at(
+                        a.name_span,
+                        "Invalid attribute",
+                        "name requires matrix",
+                    ));
                 }
-                return Ok(vec![Instance { name: label, locals: vec![] }]);
+                return Ok(vec![Instance {
+                    name: label,
+                    locals: vec![],
+                }]);
             }
             Some(a) => {
                 let mv = Evaluator::new(self).eval(&a.expr)?;
                 let Some(entries) = mv.as_entries() else {
-                    return Err(Diags::at(a.expr.span(), "Invalid matrix", "matrix must be a map"));
+                    return Err(Diags::at(
+                        a.expr.span(),
+                        "Invalid matrix",
+                        "matrix must be a map",
+                    ));
                 };
                 // Declaration order of the keys when the matrix is written literally.
                 let mut keys: Vec<String> = Vec::new();
@@ -549,10 +648,11 @@ impl Program<'_> {
                             if entries.contains_key(n) && !keys.contains(n) {
                                 keys.push(n.clone());
                             }
-                        } else if let ObjKey::Expr(Expr::Literal(Value::String(n), _)) = k {
-                            if entries.contains_key(n) && !keys.contains(n) {
-                                keys.push(n.clone());
-                            }
+                        } else if let ObjKey::Expr(Expr::Literal(Value::String(n), _)) = k
+                            && entries.contains_key(n)
+                            && !keys.contains(n)
+                        {
+                            keys.push(n.clone());
                         }
                     }
                 }
@@ -564,7 +664,11 @@ impl Program<'_> {
                 let mut combos: Vec<Vec<(String, Value)>> = vec![vec![]];
                 for k in &keys {
                     let Some(vals) = entries[k].as_seq() else {
-                        return Err(Diags::at(a.expr.span(), "Invalid matrix", "matrix values must be a list"));
+                        return Err(Diags::at(
+                            a.expr.span(),
+                            "Invalid matrix",
+                            "matrix values must be a list",
+                        ));
                     };
                     let mut next = Vec::new();
                     for c in &combos {
@@ -575,7 +679,11 @@ impl Program<'_> {
                         }
                     }
                     if next.len() > 100_000 {
-                        return Err(Diags::at(a.expr.span(), "Invalid matrix", "matrix expands to more than 100000 targets"));
+                        return Err(Diags::at(
+                            a.expr.span(),
+                            "Invalid matrix",
+                            "matrix expands to more than 100000 targets",
+                        ));
                     }
                     combos = next;
                 }
@@ -591,7 +699,13 @@ impl Program<'_> {
                     let v = Evaluator::with_locals(self, c.clone()).eval(&a.expr)?;
                     match convert(v, &Type::String) {
                         Ok(Value::String(s)) => s,
-                        _ => return Err(Diags::at(a.expr.span(), "Invalid name", "name must be a string")),
+                        _ => {
+                            return Err(Diags::at(
+                                a.expr.span(),
+                                "Invalid name",
+                                "name must be a string",
+                            ));
+                        }
                     }
                 }
             };
@@ -601,7 +715,11 @@ impl Program<'_> {
             }
             if !seen.insert(name.clone()) {
                 let span = name_attr.map(|a| a.expr.span()).unwrap_or(lspan);
-                return Err(Diags::at(span, "Invalid name", format!("duplicate name {name:?}")));
+                return Err(Diags::at(
+                    span,
+                    "Invalid name",
+                    format!("duplicate name {name:?}"),
+                ));
             }
             out.push(Instance { name, locals: c });
         }
@@ -621,7 +739,14 @@ impl Program<'_> {
         let inst = &insts[ii];
         if !self.attr_progress.insert(key.clone()) {
             let kind = self.blocks[bi].kind.clone();
-            return Err(Diags::at(a.expr.span(), "Invalid expression", format!("reference cycle not allowed for {kind}.{}.{attr}", inst.name)));
+            return Err(Diags::at(
+                a.expr.span(),
+                "Invalid expression",
+                format!(
+                    "reference cycle not allowed for {kind}.{}.{attr}",
+                    inst.name
+                ),
+            ));
         }
         let r = Evaluator::with_locals(self, inst.locals.clone()).eval(&a.expr);
         self.attr_progress.remove(&key);
@@ -631,10 +756,17 @@ impl Program<'_> {
     }
 
     fn decode_target(&mut self, bi: usize, ii: usize, name: &str) -> Result<Target, Diags> {
-        let mut t = Target { name: name.to_string(), ..Target::default() };
+        let mut t = Target {
+            name: name.to_string(),
+            ..Target::default()
+        };
         let body = self.blocks[bi].body.clone();
         if let Some(b) = body.blocks.first() {
-            return Err(Diags::at(b.span, "Unsupported block type", format!("Blocks of type {:?} are not expected here.", b.kind)));
+            return Err(Diags::at(
+                b.span,
+                "Unsupported block type",
+                format!("Blocks of type {:?} are not expected here.", b.kind),
+            ));
         }
         let mut errs = Vec::new();
         for a in &body.attrs {
@@ -645,7 +777,11 @@ impl Program<'_> {
                 let hint = crate::suggest::suggest(&a.name, TARGET_ATTRS.iter().copied())
                     .map(|s| format!(" Did you mean {s:?}?"))
                     .unwrap_or_default();
-                return Err(Diags::at(a.name_span, "Unsupported argument", format!("An argument named {:?} is not expected here.{hint}", a.name)));
+                return Err(Diags::at(
+                    a.name_span,
+                    "Unsupported argument",
+                    format!("An argument named {:?} is not expected here.{hint}", a.name),
+                ));
             }
             let v = match self.instance_attr(bi, ii, &a.name) {
                 Ok(v) => v.unwrap_or_else(Value::null),
@@ -655,37 +791,64 @@ impl Program<'_> {
                     continue;
                 }
             };
-            let v = self.rebase(bi, &a, v);
+            let v = self.rebase(bi, a, v);
             if let Err(m) = t.set_attr(&a.name, v) {
-                errs.push(Diag::at(a.expr.span(), "Unsuitable value type", format!("Unsuitable value: {m}")));
+                errs.push(Diag::at(
+                    a.expr.span(),
+                    "Unsuitable value type",
+                    format!("Unsuitable value: {m}"),
+                ));
             }
         }
-        if errs.is_empty() { Ok(t) } else { Err(Diags(errs)) }
+        if errs.is_empty() {
+            Ok(t)
+        } else {
+            Err(Diags(errs))
+        }
     }
 
     fn decode_group(&mut self, bi: usize) -> Result<Group, Diags> {
         let b = self.blocks[bi].clone();
-        let mut g = Group { name: b.labels[0].0.clone(), ..Group::default() };
+        let mut g = Group {
+            name: b.labels[0].0.clone(),
+            ..Group::default()
+        };
         for a in &b.body.attrs {
-            let v = self.instance_attr(bi, 0, &a.name)?.unwrap_or_else(Value::null);
+            let v = self
+                .instance_attr(bi, 0, &a.name)?
+                .unwrap_or_else(Value::null);
             match a.name.as_str() {
                 "targets" => {
                     let Some(items) = v.as_seq() else {
                         if v.is_null() {
                             continue;
                         }
-                        return Err(Diags::at(a.expr.span(), "Unsuitable value type", "Unsuitable value: list of string required"));
+                        return Err(Diags::at(
+                            a.expr.span(),
+                            "Unsuitable value type",
+                            "Unsuitable value: list of string required",
+                        ));
                     };
                     for it in items {
                         match convert(it.clone(), &Type::String) {
                             Ok(Value::String(s)) => g.targets.push(s),
-                            _ => return Err(Diags::at(a.expr.span(), "Unsuitable value type", "Unsuitable value: list of string required")),
+                            _ => {
+                                return Err(Diags::at(
+                                    a.expr.span(),
+                                    "Unsuitable value type",
+                                    "Unsuitable value: list of string required",
+                                ));
+                            }
                         }
                     }
                 }
                 "description" => g.description = v.as_str().map(String::from),
                 other => {
-                    return Err(Diags::at(a.name_span, "Unsupported argument", format!("An argument named {other:?} is not expected here.")));
+                    return Err(Diags::at(
+                        a.name_span,
+                        "Unsupported argument",
+                        format!("An argument named {other:?} is not expected here."),
+                    ));
                 }
             }
         }
@@ -696,7 +859,7 @@ impl Program<'_> {
 /// Go `path.Dir`.
 pub fn go_dir(p: &str) -> String {
     match p.rfind('/') {
-        Some(i) => crate::clean_path(&p[..i.max(1).min(p.len())].to_string()),
+        Some(i) => crate::clean_path(&p[..i.max(1).min(p.len())]),
         None => ".".into(),
     }
 }
@@ -721,16 +884,52 @@ impl Program<'_> {
             return v;
         }
         let mut refs_target = false;
-        a.expr.walk_vars(&mut |n, _, _| refs_target |= n == "target");
+        a.expr
+            .walk_vars(&mut |n, _, _| refs_target |= n == "target");
         if refs_target {
             return v;
         }
-        let dir = self.file_dirs.get(self.blocks[bi].span.file as usize).cloned().unwrap_or_else(|| ".".into());
-        let join = |s: &str| if rebasable(s) { crate::clean_path(&format!("{dir}/{s}")) } else { s.to_string() };
+        let dir = self
+            .file_dirs
+            .get(self.blocks[bi].span.file as usize)
+            .cloned()
+            .unwrap_or_else(|| ".".into());
+        let join = |s: &str| {
+            if rebasable(s) {
+                crate::clean_path(&format!("{dir}/{s}"))
+            } else {
+                s.to_string()
+            }
+        };
         match v {
             Value::String(s) => Value::String(join(&s)),
-            Value::Object(m) => Value::Object(m.into_iter().map(|(k, x)| (k, match x { Value::String(s) => Value::String(join(&s)), o => o })).collect()),
-            Value::Map(t, m) => Value::Map(t, m.into_iter().map(|(k, x)| (k, match x { Value::String(s) => Value::String(join(&s)), o => o })).collect()),
+            Value::Object(m) => Value::Object(
+                m.into_iter()
+                    .map(|(k, x)| {
+                        (
+                            k,
+                            match x {
+                                Value::String(s) => Value::String(join(&s)),
+                                o => o,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            Value::Map(t, m) => Value::Map(
+                t,
+                m.into_iter()
+                    .map(|(k, x)| {
+                        (
+                            k,
+                            match x {
+                                Value::String(s) => Value::String(join(&s)),
+                                o => o,
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
             other => other,
         }
     }
@@ -745,7 +944,13 @@ impl Env for Program<'_> {
         RESERVED_KINDS.contains(&kind)
     }
 
-    fn block(&mut self, kind: &str, name: &str, attr: Option<&str>, span: Span) -> Result<Option<Value>, Diags> {
+    fn block(
+        &mut self,
+        kind: &str,
+        name: &str,
+        attr: Option<&str>,
+        span: Span,
+    ) -> Result<Option<Value>, Diags> {
         let mut found = Vec::new();
         for bi in 0..self.blocks.len() {
             if self.blocks[bi].kind != kind {
@@ -770,9 +975,17 @@ impl Env for Program<'_> {
                     ("name".to_string(), Value::string(g.name)),
                     (
                         "targets".to_string(),
-                        Value::list_of(Type::String, g.targets.into_iter().map(Value::String).collect()),
+                        Value::list_of(
+                            Type::String,
+                            g.targets.into_iter().map(Value::String).collect(),
+                        ),
                     ),
-                    ("description".to_string(), g.description.map(Value::String).unwrap_or(Value::Null(Type::String))),
+                    (
+                        "description".to_string(),
+                        g.description
+                            .map(Value::String)
+                            .unwrap_or(Value::Null(Type::String)),
+                    ),
                 ]
                 .into(),
             );
@@ -785,13 +998,20 @@ impl Env for Program<'_> {
             Some("name") => return Ok(Some(Value::string(name))),
             Some(a) => {
                 if !TARGET_ATTRS.contains(&a) {
-                    return Err(Diags::at(span, "Unsupported attribute", format!("This object does not have an attribute named {a:?}.")));
+                    return Err(Diags::at(
+                        span,
+                        "Unsupported attribute",
+                        format!("This object does not have an attribute named {a:?}."),
+                    ));
                 }
                 vec![a]
             }
             None => TARGET_ATTRS.to_vec(),
         };
-        let mut t = Target { name: name.to_string(), ..Target::default() };
+        let mut t = Target {
+            name: name.to_string(),
+            ..Target::default()
+        };
         for (bi, ii) in found {
             let mut part = Target::default();
             for a in &attrs {
@@ -800,7 +1020,13 @@ impl Env for Program<'_> {
                         Some(at) => self.rebase(bi, &at, v),
                         None => v,
                     };
-                    part.set_attr(a, v).map_err(|m| Diags::at(span, "Unsuitable value type", format!("Unsuitable value: {m}")))?;
+                    part.set_attr(a, v).map_err(|m| {
+                        Diags::at(
+                            span,
+                            "Unsuitable value type",
+                            format!("Unsuitable value: {m}"),
+                        )
+                    })?;
                 }
             }
             t.merge(&part);
@@ -826,14 +1052,26 @@ impl Env for Program<'_> {
             return Ok(None);
         };
         if !self.func_progress.insert(name.to_string()) {
-            return Err(Diags::at(span, "Invalid expression", format!("function cycle not allowed for {name}")));
+            return Err(Diags::at(
+                span,
+                "Invalid expression",
+                format!("function cycle not allowed for {name}"),
+            ));
         }
         let dspan = decl.span;
         let Some(result) = decl.result.clone() else {
-            return Err(Diags::at(dspan, "Invalid function", format!("empty result not allowed for {name}")));
+            return Err(Diags::at(
+                dspan,
+                "Invalid function",
+                format!("empty result not allowed for {name}"),
+            ));
         };
         let Some(params) = decl.params.clone() else {
-            return Err(Diags::at(dspan, "Invalid function", format!("empty params not allowed for {name}")));
+            return Err(Diags::at(
+                dspan,
+                "Invalid function",
+                format!("empty params not allowed for {name}"),
+            ));
         };
         let keyword = |e: &Expr| -> Option<String> {
             match e {
@@ -843,19 +1081,35 @@ impl Env for Program<'_> {
             }
         };
         let Expr::Tuple(items, _) = &params else {
-            return Err(Diags::at(params.span(), "Invalid params", "The params must be a list of parameter names."));
+            return Err(Diags::at(
+                params.span(),
+                "Invalid params",
+                "The params must be a list of parameter names.",
+            ));
         };
         let mut names = Vec::new();
         for it in items {
             match keyword(it) {
                 Some(n) => names.push(n),
-                None => return Err(Diags::at(it.span(), "Invalid param element", "Each parameter name must be an identifier.")),
+                None => {
+                    return Err(Diags::at(
+                        it.span(),
+                        "Invalid param element",
+                        "Each parameter name must be an identifier.",
+                    ));
+                }
             }
         }
         let variadic = match &decl.variadic {
             Some(e) => match keyword(e) {
                 Some(n) => Some(n),
-                None => return Err(Diags::at(e.span(), "Invalid param element", "Each parameter name must be an identifier.")),
+                None => {
+                    return Err(Diags::at(
+                        e.span(),
+                        "Invalid param element",
+                        "Each parameter name must be an identifier.",
+                    ));
+                }
             },
             None => None,
         };
@@ -867,7 +1121,12 @@ impl Env for Program<'_> {
                 self.function(&c, s)?;
             }
         }
-        let f = Rc::new(UserFunc { name: name.to_string(), params: names, variadic, result });
+        let f = Rc::new(UserFunc {
+            name: name.to_string(),
+            params: names,
+            variadic,
+            result,
+        });
         self.func_progress.remove(name);
         self.user_funcs.insert(name.to_string(), f.clone());
         Ok(Some(f))
@@ -876,7 +1135,8 @@ impl Env for Program<'_> {
 
 fn is_valid_ident(s: &str) -> bool {
     let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_alphabetic() || ch == '_') && c.all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '-')
+    matches!(c.next(), Some(ch) if ch.is_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_alphanumeric() || ch == '_' || ch == '-')
 }
 
 /// Go `strconv.ParseFloat(s, 64)` restricted to finite values.
@@ -909,58 +1169,113 @@ fn parse_typed_override(name: &str, s: &str, ty: &Type) -> Result<Value, String>
         t if t.is_primitive() || *t == Type::Dynamic => prim(t, s),
         Type::List(et) | Type::Set(et) => {
             if !et.is_primitive() {
-                return Err(format!("unsupported type {} for variable {name}", ty.friendly_name()));
+                return Err(format!(
+                    "unsupported type {} for variable {name}",
+                    ty.friendly_name()
+                ));
             }
-            let fields = crate::model::csv_fields(s).map_err(|e| csv_err(format!("invalid CSV value: {e}")))?;
+            let fields = crate::model::csv_fields(s)
+                .map_err(|e| csv_err(format!("invalid CSV value: {e}")))?;
             let mut out = Vec::new();
             for f in fields {
-                out.push(prim(et, &f).map_err(|e| csv_err(format!("failed to parse element of type {}: {e}", ty.friendly_name())))?);
+                out.push(prim(et, &f).map_err(|e| {
+                    csv_err(format!(
+                        "failed to parse element of type {}: {e}",
+                        ty.friendly_name()
+                    ))
+                })?);
             }
-            Ok(if matches!(ty, Type::List(_)) { Value::list_of((**et).clone(), out) } else { Value::set_of((**et).clone(), out) })
+            Ok(if matches!(ty, Type::List(_)) {
+                Value::list_of((**et).clone(), out)
+            } else {
+                Value::set_of((**et).clone(), out)
+            })
         }
         Type::Tuple(ts) => {
             if !ts.iter().all(Type::is_primitive) {
-                return Err(format!("unsupported type {} for variable {name}", ty.friendly_name()));
+                return Err(format!(
+                    "unsupported type {} for variable {name}",
+                    ty.friendly_name()
+                ));
             }
-            let fields = crate::model::csv_fields(s).map_err(|e| csv_err(format!("invalid CSV value: {e}")))?;
+            let fields = crate::model::csv_fields(s)
+                .map_err(|e| csv_err(format!("invalid CSV value: {e}")))?;
             if fields.len() != ts.len() {
-                return Err(csv_err(format!("tuple requires {} elements, got {}", ts.len(), fields.len())));
+                return Err(csv_err(format!(
+                    "tuple requires {} elements, got {}",
+                    ts.len(),
+                    fields.len()
+                )));
             }
             let mut out = Vec::new();
             for (f, t) in fields.iter().zip(ts) {
-                out.push(prim(t, f).map_err(|e| csv_err(format!("failed to parse element of type {}: {e}", ty.friendly_name())))?);
+                out.push(prim(t, f).map_err(|e| {
+                    csv_err(format!(
+                        "failed to parse element of type {}: {e}",
+                        ty.friendly_name()
+                    ))
+                })?);
             }
             Ok(Value::Tuple(out))
         }
         Type::Map(et) => {
             if !et.is_primitive() {
-                return Err(format!("unsupported type {} for variable {name}", ty.friendly_name()));
+                return Err(format!(
+                    "unsupported type {} for variable {name}",
+                    ty.friendly_name()
+                ));
             }
-            let fields = crate::model::csv_fields(s).map_err(|e| csv_err(format!("failed to parse {s:?} as CSV: {e}")))?;
+            let fields = crate::model::csv_fields(s)
+                .map_err(|e| csv_err(format!("failed to parse {s:?} as CSV: {e}")))?;
             let mut out = BTreeMap::new();
             for f in fields {
-                let kv = csv_split(&f, ':').map_err(|e| csv_err(format!("failed to parse map entry {f:?} as CSV: {e}")))?;
+                let kv = csv_split(&f, ':')
+                    .map_err(|e| csv_err(format!("failed to parse map entry {f:?} as CSV: {e}")))?;
                 if kv.len() != 2 {
                     return Err(csv_err(format!("expected one k/v pair in {f:?}")));
                 }
-                let v = prim(et, &kv[1]).map_err(|e| csv_err(format!("failed to parse element of type {}: {e}", ty.friendly_name())))?;
+                let v = prim(et, &kv[1]).map_err(|e| {
+                    csv_err(format!(
+                        "failed to parse element of type {}: {e}",
+                        ty.friendly_name()
+                    ))
+                })?;
                 out.insert(kv[0].clone(), v);
             }
             Ok(Value::Map((**et).clone(), out))
         }
-        _ => Err(format!("unsupported type {} for variable {name}", ty.friendly_name())),
+        _ => Err(format!(
+            "unsupported type {} for variable {name}",
+            ty.friendly_name()
+        )),
     }
 }
 
 fn csv_split(s: &str, sep: char) -> Result<Vec<String>, String> {
     // Reuse the comma parser by swapping separators outside quotes.
-    let swapped: String = s.chars().map(|c| if c == sep { '\u{1}' } else if c == ',' { '\u{2}' } else { c }).collect();
+    let swapped: String = s
+        .chars()
+        .map(|c| {
+            if c == sep {
+                '\u{1}'
+            } else if c == ',' {
+                '\u{2}'
+            } else {
+                c
+            }
+        })
+        .collect();
     let replaced = swapped.replace('\u{1}', ",");
     let fields = crate::model::csv_fields(&replaced)?;
-    Ok(fields.into_iter().map(|f| f.replace('\u{2}', ",")).collect())
+    Ok(fields
+        .into_iter()
+        .map(|f| f.replace('\u{2}', ","))
+        .collect())
 }
 
 /// The value an untyped `NAME_JSON` override would have as JSON (for tests).
 pub fn json_value(text: &str) -> Option<Value> {
-    serde_json::from_str::<serde_json::Value>(text).ok().map(|j| from_json(&j))
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .map(|j| from_json(&j))
 }

@@ -190,7 +190,10 @@ fn set_list<T>(field: &mut Option<Vec<T>>, vals: Vec<T>, append: bool) {
 fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), String> {
     // Apply in a fixed order: everything but push/load first, so `output`
     // lands before `push`/`load` look at it.
-    let mut ordered: Vec<&(String, Override)> = ovs.iter().filter(|(k, _)| k != "push" && k != "load").collect();
+    let mut ordered: Vec<&(String, Override)> = ovs
+        .iter()
+        .filter(|(k, _)| k != "push" && k != "load")
+        .collect();
     ordered.extend(ovs.iter().filter(|(k, _)| k == "load"));
     ordered.extend(ovs.iter().filter(|(k, _)| k == "push"));
     for (key, o) in ordered {
@@ -204,31 +207,52 @@ fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), Str
             "dockerfile" => t.dockerfile = Some(value),
             "args" => {
                 let sub = sub.ok_or("args require name")?;
-                t.args.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), Some(value));
+                t.args
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(sub.to_string(), Some(value));
             }
             "contexts" => {
                 let sub = sub.ok_or("contexts require name")?;
-                t.contexts.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), value);
+                t.contexts
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(sub.to_string(), value);
             }
             "labels" => {
                 let sub = sub.ok_or("labels require name")?;
-                t.labels.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), Some(value));
+                t.labels
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(sub.to_string(), Some(value));
             }
             "extra-hosts" => {
                 let sub = sub.ok_or("extra-hosts require name")?;
-                t.extra_hosts.get_or_insert_with(BTreeMap::new).insert(sub.to_string(), Some(value));
+                t.extra_hosts
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(sub.to_string(), Some(value));
             }
             "tags" => set_list(&mut t.tags, o.arr.clone(), o.append),
-            "cache-from" => set_list(&mut t.cache_from, entries(&o.arr, EntryKind::Cache)?, o.append),
-            "cache-to" => set_list(&mut t.cache_to, entries(&o.arr, EntryKind::Cache)?, o.append),
+            "cache-from" => set_list(
+                &mut t.cache_from,
+                entries(&o.arr, EntryKind::Cache)?,
+                o.append,
+            ),
+            "cache-to" => set_list(
+                &mut t.cache_to,
+                entries(&o.arr, EntryKind::Cache)?,
+                o.append,
+            ),
             "target" => t.target = Some(value),
             "call" => t.call = Some(value),
             "secrets" => set_list(&mut t.secret, entries(&o.arr, EntryKind::Secret)?, o.append),
             "secret" => {
                 let id = sub.ok_or("secret requires an id")?;
                 let list = t.secret.get_or_insert_with(Vec::new);
-                let Some(pos) = list.iter().position(|e| e.get("id").and_then(J::as_str) == Some(id)) else {
-                    return Err(format!("secret {id:?} must be declared before it can be overridden"));
+                let Some(pos) = list
+                    .iter()
+                    .position(|e| e.get("id").and_then(J::as_str) == Some(id))
+                else {
+                    return Err(format!(
+                        "secret {id:?} must be declared before it can be overridden"
+                    ));
                 };
                 let mut parsed = parse_entries(&value, EntryKind::Secret)?;
                 let Some(mut ne) = parsed.pop() else {
@@ -237,7 +261,9 @@ fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), Str
                 let nid = ne.get("id").and_then(J::as_str).unwrap_or("").to_string();
                 let explicit_id = value.split(',').any(|f| f.trim_start().starts_with("id="));
                 if explicit_id && nid != id {
-                    return Err(format!("secret override id {nid:?} does not match declared secret {id:?}"));
+                    return Err(format!(
+                        "secret override id {nid:?} does not match declared secret {id:?}"
+                    ));
                 }
                 ne.insert("id".into(), J::String(id.to_string()));
                 let e = &mut list[pos];
@@ -267,9 +293,17 @@ fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), Str
                 }
             }
             "no-cache" => {
-                t.no_cache = Some(parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key no-cache"))?)
+                t.no_cache = Some(
+                    parse_go_bool(&value)
+                        .ok_or_else(|| format!("invalid value {value} for boolean key no-cache"))?,
+                )
             }
-            "pull" => t.pull = Some(parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key pull"))?),
+            "pull" => {
+                t.pull = Some(
+                    parse_go_bool(&value)
+                        .ok_or_else(|| format!("invalid value {value} for boolean key pull"))?,
+                )
+            }
             "no-cache-filter" => set_list(&mut t.no_cache_filter, o.arr.clone(), o.append),
             "shm-size" => t.shm_size = Some(value),
             "ulimits" => set_list(&mut t.ulimits, o.arr.clone(), o.append),
@@ -277,14 +311,18 @@ fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), Str
             "policy" => set_list(&mut t.policy, entries(&o.arr, EntryKind::Policy)?, o.append),
             "resources" => {
                 let sub = sub.ok_or("resources requires a field name")?;
-                t.resources.get_or_insert_with(Default::default).set(sub, &value)?;
+                t.resources
+                    .get_or_insert_with(Default::default)
+                    .set(sub, &value)?;
             }
             "push" => {
-                let b = parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key push"))?;
+                let b = parse_go_bool(&value)
+                    .ok_or_else(|| format!("invalid value {value} for boolean key push"))?;
                 set_push(t, b);
             }
             "load" => {
-                let b = parse_go_bool(&value).ok_or_else(|| format!("invalid value {value} for boolean key load"))?;
+                let b = parse_go_bool(&value)
+                    .ok_or_else(|| format!("invalid value {value} for boolean key load"))?;
                 if b {
                     set_load(t);
                 }
@@ -329,10 +367,16 @@ fn set_push(t: &mut Target, push: bool) {
 
 fn set_load(t: &mut Target) {
     let outs = t.output.get_or_insert_with(Vec::new);
-    if outs.iter().any(|e| ty(e) == "docker" && !e.contains_key("dest")) {
+    if outs
+        .iter()
+        .any(|e| ty(e) == "docker" && !e.contains_key("dest"))
+    {
         return;
     }
-    if outs.iter().any(|e| !matches!(ty(e), "image" | "registry" | "oci" | "docker")) {
+    if outs
+        .iter()
+        .any(|e| !matches!(ty(e), "image" | "registry" | "oci" | "docker"))
+    {
         return;
     }
     let mut e = Entry::new();
@@ -358,7 +402,11 @@ struct Resolver<'c> {
 }
 
 impl<'c> Resolver<'c> {
-    fn target(&self, name: &str, visited: &mut HashMap<String, Option<Target>>) -> Result<Option<Target>, String> {
+    fn target(
+        &self,
+        name: &str,
+        visited: &mut HashMap<String, Option<Target>>,
+    ) -> Result<Option<Target>, String> {
         if let Some(t) = visited.get(name) {
             return Ok(t.clone());
         }
@@ -386,10 +434,16 @@ impl<'c> Resolver<'c> {
 
     fn resolve_target(&self, name: &str) -> Result<Target, String> {
         let mut visited = HashMap::new();
-        let mut t = self.target(name, &mut visited)?.ok_or_else(|| format!("failed to find target {name}"))?;
+        let mut t = self
+            .target(name, &mut visited)?
+            .ok_or_else(|| format!("failed to find target {name}"))?;
         t.inherits = None;
         if t.context.is_none() {
-            let dir = if self.file_relative { self.cfg.target_dirs.get(name).cloned() } else { None };
+            let dir = if self.file_relative {
+                self.cfg.target_dirs.get(name).cloned()
+            } else {
+                None
+            };
             t.context = Some(dir.unwrap_or_else(|| ".".into()));
         }
         if t.dockerfile.as_deref().is_none_or(str::is_empty) {
@@ -400,7 +454,13 @@ impl<'c> Resolver<'c> {
 
     /// Expands a name: a group (recursively) or a target. Returns the
     /// targets and the groups traversed.
-    fn expand(&self, name: &str, seen: &mut BTreeSet<String>, targets: &mut Vec<String>, groups: &mut Vec<String>) {
+    fn expand(
+        &self,
+        name: &str,
+        seen: &mut BTreeSet<String>,
+        targets: &mut Vec<String>,
+        groups: &mut Vec<String>,
+    ) {
         if let Some(g) = self.groups.get(name) {
             if !seen.insert(name.to_string()) {
                 return;
@@ -423,7 +483,12 @@ impl<'c> Resolver<'c> {
 
 /// Resolves the requested names (targets, groups or glob patterns) with
 /// `--set` overrides, as `docker buildx bake --print` does.
-pub fn read_targets(cfg: &Config, requested: &[String], sets: &[String], opts: &Options) -> Result<Resolved, String> {
+pub fn read_targets(
+    cfg: &Config,
+    requested: &[String],
+    sets: &[String],
+    opts: &Options,
+) -> Result<Resolved, String> {
     let overrides = parse_overrides(cfg, sets, opts)?;
     let r = Resolver {
         cfg,
@@ -432,7 +497,11 @@ pub fn read_targets(cfg: &Config, requested: &[String], sets: &[String], opts: &
         by_name: cfg.targets.iter().map(|t| (t.name.as_str(), t)).collect(),
         groups: cfg.groups.iter().map(|g| (g.name.as_str(), g)).collect(),
     };
-    let requested: Vec<String> = if requested.is_empty() { vec!["default".into()] } else { requested.to_vec() };
+    let requested: Vec<String> = if requested.is_empty() {
+        vec!["default".into()]
+    } else {
+        requested.to_vec()
+    };
     let mut names: Vec<String> = Vec::new();
     for raw in &requested {
         let n = raw.replace('.', "_");
@@ -478,15 +547,22 @@ pub fn read_targets(cfg: &Config, requested: &[String], sets: &[String], opts: &
     // The synthesised default group: the requested names, sorted, unique;
     // a declared `default` group that was requested keeps its own members.
     let mut dflt: Vec<String> = names.clone();
-    if let Some(g) = out.groups.get("default") {
-        if names.iter().any(|n| n == "default") {
-            dflt.retain(|n| n != "default");
-            dflt.extend(g.targets.iter().cloned());
-        }
+    if let Some(g) = out.groups.get("default")
+        && names.iter().any(|n| n == "default")
+    {
+        dflt.retain(|n| n != "default");
+        dflt.extend(g.targets.iter().cloned());
     }
     dflt.sort();
     dflt.dedup();
-    out.groups.insert("default".into(), Group { name: "default".into(), description: None, targets: dflt });
+    out.groups.insert(
+        "default".into(),
+        Group {
+            name: "default".into(),
+            description: None,
+            targets: dflt,
+        },
+    );
 
     // Follow `target:` links.
     let mut queue: Vec<String> = out.order.clone();
@@ -500,12 +576,20 @@ pub fn read_targets(cfg: &Config, requested: &[String], sets: &[String], opts: &
     Ok(out)
 }
 
-fn load_links(r: &Resolver, name: &str, out: &mut Resolved, stack: &mut Vec<String>, queue: &mut Vec<String>) -> Result<(), String> {
+fn load_links(
+    r: &Resolver,
+    name: &str,
+    out: &mut Resolved,
+    stack: &mut Vec<String>,
+    queue: &mut Vec<String>,
+) -> Result<(), String> {
     let Some(t) = out.targets.get(name).cloned() else {
         return Ok(());
     };
     for v in t.contexts.clone().unwrap_or_default().values() {
-        let Some(dep) = v.strip_prefix("target:") else { continue };
+        let Some(dep) = v.strip_prefix("target:") else {
+            continue;
+        };
         if dep == name {
             return Err(format!("target {name} cannot link to itself"));
         }
@@ -524,20 +608,22 @@ fn load_links(r: &Resolver, name: &str, out: &mut Resolved, stack: &mut Vec<Stri
         }
         let dt = out.targets.get(dep).cloned().unwrap_or_default();
         // Entitlements of a linked target are added to the linking target.
-        if let Some(ents) = dt.entitlements.clone().filter(|e| !e.is_empty()) {
-            if let Some(me) = out.targets.get_mut(name) {
-                let list = me.entitlements.get_or_insert_with(Vec::new);
-                for e in ents {
-                    if !list.contains(&e) {
-                        list.push(e);
-                    }
+        if let Some(ents) = dt.entitlements.clone().filter(|e| !e.is_empty())
+            && let Some(me) = out.targets.get_mut(name)
+        {
+            let list = me.entitlements.get_or_insert_with(Vec::new);
+            for e in ents {
+                if !list.contains(&e) {
+                    list.push(e);
                 }
             }
         }
         let tp = t.platforms.clone().unwrap_or_default();
         let dp = dt.platforms.clone().unwrap_or_default();
         if tp.len() > 1 && dp.len() > 1 && !tp.iter().all(|p| dp.contains(p)) {
-            return Err(format!("target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"));
+            return Err(format!(
+                "target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"
+            ));
         }
         stack.push(dep.to_string());
         load_links(r, dep, out, stack, queue)?;

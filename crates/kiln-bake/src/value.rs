@@ -79,7 +79,10 @@ impl Type {
             Type::Map(t) => format!("map({})", t.type_expr()),
             Type::Tuple(ts) => format!(
                 "tuple([{}])",
-                ts.iter().map(Type::type_expr).collect::<Vec<_>>().join(", ")
+                ts.iter()
+                    .map(Type::type_expr)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Type::Object(m) => format!(
                 "object({{{}}})",
@@ -279,7 +282,9 @@ impl Value {
             }
             (Value::Map(_, a) | Value::Object(a), Value::Map(_, b) | Value::Object(b)) => {
                 a.len() == b.len()
-                    && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && va.raw_equal(vb))
+                    && a.iter()
+                        .zip(b)
+                        .all(|((ka, va), (kb, vb))| ka == kb && va.raw_equal(vb))
             }
             _ => false,
         }
@@ -414,7 +419,11 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
                     format!(
                         "{}all {} elements must have the same type",
                         path_prefix(path),
-                        if matches!(ty, Type::List(_)) { "list" } else { "set" }
+                        if matches!(ty, Type::List(_)) {
+                            "list"
+                        } else {
+                            "set"
+                        }
                     )
                 })?
             } else {
@@ -434,12 +443,21 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
         Type::Map(et) => {
             let entries = match v {
                 Value::Map(_, m) | Value::Object(m) => m,
-                _ => return Err(format!("{}map of {} required", path_prefix(path), et.friendly_name())),
+                _ => {
+                    return Err(format!(
+                        "{}map of {} required",
+                        path_prefix(path),
+                        et.friendly_name()
+                    ));
+                }
             };
             let vals: Vec<Value> = entries.values().cloned().collect();
             let ety = if **et == Type::Dynamic {
                 unify_values(&vals).ok_or_else(|| {
-                    format!("{}all map elements must have the same type", path_prefix(path))
+                    format!(
+                        "{}all map elements must have the same type",
+                        path_prefix(path)
+                    )
                 })?
             } else {
                 (**et).clone()
@@ -507,11 +525,14 @@ pub fn conversion_possible(from: &Type, to: &Type) -> bool {
     match (from, to) {
         (_, Type::Dynamic) | (Type::Dynamic, _) => true,
         (a, b) if a == b => true,
-        (a, b) if a.is_primitive() && b.is_primitive() => {
-            !matches!((a, b), (Type::Number, Type::Bool) | (Type::Bool, Type::Number))
-        }
+        (a, b) if a.is_primitive() && b.is_primitive() => !matches!(
+            (a, b),
+            (Type::Number, Type::Bool) | (Type::Bool, Type::Number)
+        ),
         (Type::List(a) | Type::Set(a), Type::List(b) | Type::Set(b)) => conversion_possible(a, b),
-        (Type::Tuple(ts), Type::List(b) | Type::Set(b)) => ts.iter().all(|t| conversion_possible(t, b)),
+        (Type::Tuple(ts), Type::List(b) | Type::Set(b)) => {
+            ts.iter().all(|t| conversion_possible(t, b))
+        }
         (Type::Map(a), Type::Map(b)) => conversion_possible(a, b),
         (Type::Object(m), Type::Map(b)) => m.values().all(|t| conversion_possible(t, b)),
         (Type::Tuple(a), Type::Tuple(b)) => {
@@ -526,10 +547,9 @@ pub fn conversion_possible(from: &Type, to: &Type) -> bool {
     }
 }
 
-/// Finds a single type that all values can be converted to (cty `convert.Unify`,
-/// simplified): identical types unify to themselves; mixed primitives unify to
-/// string; nulls of dynamic type take the others' type; collections unify
-/// element-wise. Returns `None` when there is no such type. An empty input
+/// Finds a single type that all values can be converted to (go-cty's
+/// `convert.Unify`, see [`crate::unify`]); nulls of dynamic type take the
+/// others' type. Returns `None` when there is no such type. An empty input
 /// unifies to `Dynamic`.
 pub fn unify_values(vals: &[Value]) -> Option<Type> {
     let types: Vec<Type> = vals.iter().map(Value::ty).collect();
@@ -537,78 +557,16 @@ pub fn unify_values(vals: &[Value]) -> Option<Type> {
 }
 
 pub fn unify_types(types: &[Type]) -> Option<Type> {
-    let concrete: Vec<&Type> = types.iter().filter(|t| **t != Type::Dynamic).collect();
-    let Some(first) = concrete.first() else {
+    // Nulls of unknown type take the type of the others.
+    let concrete: Vec<Type> = types
+        .iter()
+        .filter(|t| **t != Type::Dynamic)
+        .cloned()
+        .collect();
+    if concrete.is_empty() {
         return Some(Type::Dynamic);
-    };
-    if concrete.iter().all(|t| t == first) {
-        return Some((*first).clone());
     }
-    if concrete.iter().all(|t| t.is_primitive()) {
-        return Some(Type::String);
-    }
-    // Sequences: lists/tuples/sets unify to a list of the unified element type.
-    let seq_elems: Option<Vec<Type>> = concrete.iter().try_fold(Vec::new(), |mut acc, t| {
-        match t {
-            Type::List(e) | Type::Set(e) => acc.push((**e).clone()),
-            Type::Tuple(ts) => acc.extend(ts.iter().cloned()),
-            _ => return None,
-        }
-        Some(acc)
-    });
-    if let Some(elems) = seq_elems {
-        // Tuples of equal shape unify element-wise to a tuple.
-        if concrete.iter().all(|t| matches!(t, Type::Tuple(_))) {
-            let shapes: Vec<&Vec<Type>> = concrete
-                .iter()
-                .map(|t| match t {
-                    Type::Tuple(ts) => ts,
-                    _ => unreachable!("filtered above"),
-                })
-                .collect();
-            if shapes.iter().all(|s| s.len() == shapes[0].len()) {
-                let mut out = Vec::new();
-                for i in 0..shapes[0].len() {
-                    let col: Vec<Type> = shapes.iter().map(|s| s[i].clone()).collect();
-                    out.push(unify_types(&col)?);
-                }
-                return Some(Type::Tuple(out));
-            }
-        }
-        let e = unify_types(&elems)?;
-        return Some(Type::list(e));
-    }
-    let map_elems: Option<Vec<Type>> = concrete.iter().try_fold(Vec::new(), |mut acc, t| {
-        match t {
-            Type::Map(e) => acc.push((**e).clone()),
-            Type::Object(m) => acc.extend(m.values().cloned()),
-            _ => return None,
-        }
-        Some(acc)
-    });
-    if let Some(elems) = map_elems {
-        if concrete.iter().all(|t| matches!(t, Type::Object(_))) {
-            // Objects with identical attribute names unify attribute-wise.
-            let objs: Vec<&BTreeMap<String, Type>> = concrete
-                .iter()
-                .map(|t| match t {
-                    Type::Object(m) => m,
-                    _ => unreachable!("filtered above"),
-                })
-                .collect();
-            if objs.iter().all(|o| o.keys().eq(objs[0].keys())) {
-                let mut out = BTreeMap::new();
-                for k in objs[0].keys() {
-                    let col: Vec<Type> = objs.iter().map(|o| o[k].clone()).collect();
-                    out.insert(k.clone(), unify_types(&col)?);
-                }
-                return Some(Type::Object(out));
-            }
-        }
-        let e = unify_types(&elems)?;
-        return Some(Type::map(e));
-    }
-    None
+    crate::unify::unify(&concrete)
 }
 
 // ------------------------------------------------------------------ JSON
@@ -622,7 +580,9 @@ pub fn to_json(v: &Value) -> serde_json::Value {
         Value::Bool(b) => J::Bool(*b),
         Value::Number(n) => number_to_json(*n),
         Value::String(s) => J::String(s.clone()),
-        Value::List(_, e) | Value::Set(_, e) | Value::Tuple(e) => J::Array(e.iter().map(to_json).collect()),
+        Value::List(_, e) | Value::Set(_, e) | Value::Tuple(e) => {
+            J::Array(e.iter().map(to_json).collect())
+        }
         Value::Map(_, m) | Value::Object(m) => {
             J::Object(m.iter().map(|(k, v)| (k.clone(), to_json(v))).collect())
         }
@@ -685,10 +645,19 @@ mod tests {
 
     #[test]
     fn primitive_conversions() {
-        assert_eq!(convert(Value::Number(5.0), &Type::String).unwrap(), Value::string("5"));
-        assert_eq!(convert(Value::string("5"), &Type::Number).unwrap(), Value::Number(5.0));
+        assert_eq!(
+            convert(Value::Number(5.0), &Type::String).unwrap(),
+            Value::string("5")
+        );
+        assert_eq!(
+            convert(Value::string("5"), &Type::Number).unwrap(),
+            Value::Number(5.0)
+        );
         assert!(convert(Value::string("x"), &Type::Number).is_err());
-        assert_eq!(convert(Value::string("true"), &Type::Bool).unwrap(), Value::Bool(true));
+        assert_eq!(
+            convert(Value::string("true"), &Type::Bool).unwrap(),
+            Value::Bool(true)
+        );
         assert!(convert(Value::string("1"), &Type::Bool).is_err());
         assert!(convert(Value::Bool(true), &Type::Number).is_err());
     }
@@ -704,8 +673,16 @@ mod tests {
 
     #[test]
     fn sets_are_sorted_and_unique() {
-        let s = Value::set(vec![Value::string("b"), Value::string("a"), Value::string("b")]).unwrap();
-        assert_eq!(s.as_seq().unwrap(), &[Value::string("a"), Value::string("b")]);
+        let s = Value::set(vec![
+            Value::string("b"),
+            Value::string("a"),
+            Value::string("b"),
+        ])
+        .unwrap();
+        assert_eq!(
+            s.as_seq().unwrap(),
+            &[Value::string("a"), Value::string("b")]
+        );
     }
 
     #[test]

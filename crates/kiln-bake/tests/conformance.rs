@@ -19,10 +19,16 @@ fn canon_str(v: &J) -> String {
         J::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            let parts: Vec<String> = keys.iter().map(|k| format!("{:?}:{}", k, canon_str(&m[*k]))).collect();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{:?}:{}", k, canon_str(&m[*k])))
+                .collect();
             format!("{{{}}}", parts.join(","))
         }
-        J::Array(a) => format!("[{}]", a.iter().map(canon_str).collect::<Vec<_>>().join(",")),
+        J::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canon_str).collect::<Vec<_>>().join(",")
+        ),
         other => other.to_string(),
     }
 }
@@ -31,7 +37,10 @@ fn ptr_tokens(p: &str) -> Vec<String> {
     if p.is_empty() {
         return vec![];
     }
-    p[1..].split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
+    p[1..]
+        .split('/')
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect()
 }
 
 fn ptr_join(base: &str, tok: &str) -> String {
@@ -53,8 +62,14 @@ fn resolve_ptr<'a>(doc: &'a J, p: &str) -> Option<&'a J> {
 fn json_eq(a: &J, b: &J) -> bool {
     match (a, b) {
         (J::Number(x), J::Number(y)) => x.as_f64() == y.as_f64(),
-        (J::Array(x), J::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
-        (J::Object(x), J::Object(y)) => x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w))),
+        (J::Array(x), J::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
+        }
+        (J::Object(x), J::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
         _ => a == b,
     }
 }
@@ -69,7 +84,10 @@ fn compare(exp: &J, act: &J, ptr: &str, matchm: &BTreeMap<String, String>, errs:
         }
         Some("unordered") => {
             let canon = |v: &J| -> Vec<String> {
-                let mut x: Vec<String> = v.as_array().map(|a| a.iter().map(canon_str).collect()).unwrap_or_default();
+                let mut x: Vec<String> = v
+                    .as_array()
+                    .map(|a| a.iter().map(canon_str).collect())
+                    .unwrap_or_default();
                 x.sort();
                 x
             };
@@ -116,7 +134,11 @@ fn check_doc(case: &J, doc: &J, print_mode: bool) -> Vec<String> {
     let expect = &case["expect"];
     let matchm: BTreeMap<String, String> = expect["match"]
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
         .unwrap_or_default();
     let tmap = doc.get("target").cloned().unwrap_or(json!({}));
     let gmap = doc.get("group").cloned().unwrap_or(json!({}));
@@ -146,23 +168,29 @@ fn check_doc(case: &J, doc: &J, print_mode: bool) -> Vec<String> {
         }
     }
     let names = |m: &J| -> Vec<String> {
-        let mut v: Vec<String> = m.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        let mut v: Vec<String> = m
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
         v.sort();
         v
     };
-    if let Some(n) = expect["target_count"].as_u64() {
-        if names(&tmap).len() as u64 != n {
-            errs.push(format!("target count {}, expected {n}", names(&tmap).len()));
-        }
+    if let Some(n) = expect["target_count"].as_u64()
+        && names(&tmap).len() as u64 != n
+    {
+        errs.push(format!("target count {}, expected {n}", names(&tmap).len()));
     }
-    if let Some(n) = expect["group_count"].as_u64() {
-        if names(&gmap).len() as u64 != n {
-            errs.push(format!("group count {}, expected {n}", names(&gmap).len()));
-        }
+    if let Some(n) = expect["group_count"].as_u64()
+        && names(&gmap).len() as u64 != n
+    {
+        errs.push(format!("group count {}, expected {n}", names(&gmap).len()));
     }
     for (key, m) in [("target_names", &tmap), ("group_names", &gmap)] {
         if let Some(want) = expect[key].as_array() {
-            let mut w: Vec<String> = want.iter().filter_map(|x| x.as_str().map(String::from)).collect();
+            let mut w: Vec<String> = want
+                .iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect();
             w.sort();
             if names(m) != w {
                 errs.push(format!("{key} {:?}, expected {w:?}", names(m)));
@@ -198,10 +226,10 @@ fn check_doc(case: &J, doc: &J, print_mode: bool) -> Vec<String> {
             }
         }
     }
-    if let Some(ep) = case.get("expect_print") {
-        if !json_eq(ep, doc) {
-            errs.push(format!("--print document differs: got {doc}"));
-        }
+    if let Some(ep) = case.get("expect_print")
+        && !json_eq(ep, doc)
+    {
+        errs.push(format!("--print document differs: got {doc}"));
     }
     errs
 }
@@ -211,11 +239,18 @@ fn run_case(dir: &Path, case: &J) -> Result<(), String> {
     let mut files = Vec::new();
     for f in case["files"].as_array().into_iter().flatten() {
         let name = f.as_str().unwrap_or("");
-        let text = std::fs::read_to_string(dir.join(name)).map_err(|e| format!("read {name}: {e}"))?;
+        let text =
+            std::fs::read_to_string(dir.join(name)).map_err(|e| format!("read {name}: {e}"))?;
         files.push((name.to_string(), text));
     }
     let strmap = |v: &J| -> BTreeMap<String, String> {
-        v.as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string())).collect()).unwrap_or_default()
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let env = strmap(&case["env"]);
     let opts = Options {
@@ -227,17 +262,32 @@ fn run_case(dir: &Path, case: &J) -> Result<(), String> {
         env: env.clone(),
         vars: strmap(&case["vars"]),
     };
-    let sets: Vec<String> = case["overrides"].as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect();
-    let targets: Vec<String> = case["targets"].as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)).collect();
+    let sets: Vec<String> = case["overrides"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect();
+    let targets: Vec<String> = case["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect();
 
     let result: Result<J, String> = (|| {
         let bake = load(files, &opts).map_err(|e| e.to_string())?;
         match mode {
             "parse" => Ok(config_json(&bake.config)),
             "resolve" | "print" => {
-                let mut r = bake.resolve(&targets, &sets, &opts).map_err(|e| e.to_string())?;
+                let mut r = bake
+                    .resolve(&targets, &sets, &opts)
+                    .map_err(|e| e.to_string())?;
                 if mode == "print" || case["after_build_opt"] == json!(true) {
-                    let po = PrintOptions { cwd: dir.to_path_buf(), source_date_epoch: env.get("SOURCE_DATE_EPOCH").cloned() };
+                    let po = PrintOptions {
+                        cwd: dir.to_path_buf(),
+                        source_date_epoch: env.get("SOURCE_DATE_EPOCH").cloned(),
+                    };
                     to_build_opts(&mut r, &po).map_err(|e| e.to_string())?;
                 }
                 if mode == "print" {
@@ -252,7 +302,11 @@ fn run_case(dir: &Path, case: &J) -> Result<(), String> {
                 }
             }
             "list" => {
-                let what = case["targets"].as_array().and_then(|a| a.first()).and_then(J::as_str).unwrap_or("");
+                let what = case["targets"]
+                    .as_array()
+                    .and_then(|a| a.first())
+                    .and_then(J::as_str)
+                    .unwrap_or("");
                 let _ = what;
                 let text = if case["id"].as_str().unwrap_or("").contains("variables") {
                     kiln_bake::list_variables(&bake.config)
@@ -267,12 +321,22 @@ fn run_case(dir: &Path, case: &J) -> Result<(), String> {
 
     if let Some(want) = case.get("expect_error") {
         let err = match result {
-            Ok(_) => return Err(format!("expected an error containing {want}, but evaluation succeeded")),
+            Ok(_) => {
+                return Err(format!(
+                    "expected an error containing {want}, but evaluation succeeded"
+                ));
+            }
             Err(e) => e,
         };
         let mut subs = vec![want.as_str().unwrap_or("").to_string()];
         for k in ["expect_error_also", "expect_diagnostics"] {
-            subs.extend(case[k].as_array().into_iter().flatten().filter_map(|s| s.as_str().map(String::from)));
+            subs.extend(
+                case[k]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(String::from)),
+            );
         }
         for s in subs {
             if !s.is_empty() && !err.contains(&s) {
@@ -285,19 +349,33 @@ fn run_case(dir: &Path, case: &J) -> Result<(), String> {
     if mode == "list" {
         let want = case["expect_stdout"].as_str().unwrap_or("");
         let have = doc.as_str().unwrap_or("").trim();
-        return if have == want.trim() { Ok(()) } else { Err(format!("list output {have:?}, expected {want:?}")) };
+        return if have == want.trim() {
+            Ok(())
+        } else {
+            Err(format!("list output {have:?}, expected {want:?}"))
+        };
     }
-    if mode == "parse" {
-        if let Some(order) = case["expect"]["target_order"].as_array() {
-            let have: Vec<String> = doc["target"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-            let want: Vec<String> = order.iter().filter_map(|s| s.as_str().map(String::from)).collect();
-            if have != want {
-                return Err(format!("target order {have:?}, expected {want:?}"));
-            }
+    if mode == "parse"
+        && let Some(order) = case["expect"]["target_order"].as_array()
+    {
+        let have: Vec<String> = doc["target"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        let want: Vec<String> = order
+            .iter()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect();
+        if have != want {
+            return Err(format!("target order {have:?}, expected {want:?}"));
         }
     }
     let errs = check_doc(case, &doc, mode == "print");
-    if errs.is_empty() { Ok(()) } else { Err(errs.join("; ")) }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
 }
 
 #[test]
@@ -320,13 +398,23 @@ fn bake_conformance_corpus() {
     let mut unexpected = Vec::new();
     let mut now_passing = Vec::new();
     for d in &dirs {
-        let id = d.file_name().and_then(|s| s.to_str()).unwrap_or("").to_string();
-        let case: J = serde_json::from_str(&std::fs::read_to_string(d.join("case.json")).expect("case.json")).expect("valid case.json");
-        if case["requires"].as_array().is_some_and(|r| r.iter().any(|x| x == "compose")) {
+        let id = d
+            .file_name()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
+        let case: J =
+            serde_json::from_str(&std::fs::read_to_string(d.join("case.json")).expect("case.json"))
+                .expect("valid case.json");
+        if case["requires"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x == "compose"))
+        {
             skipped += 1;
             continue;
         }
-        let r = std::panic::catch_unwind(|| run_case(d, &case)).unwrap_or_else(|_| Err("PANIC".into()));
+        let r =
+            std::panic::catch_unwind(|| run_case(d, &case)).unwrap_or_else(|_| Err("PANIC".into()));
         match r {
             Ok(()) => {
                 pass += 1;
@@ -343,6 +431,14 @@ fn bake_conformance_corpus() {
         }
     }
     println!("bake conformance: {pass} passed, {fail} failed, {skipped} skipped (compose)");
-    assert!(unexpected.is_empty(), "unexpected failures ({}):\n{}", unexpected.len(), unexpected.join("\n"));
-    assert!(now_passing.is_empty(), "listed in known-failures.txt but passing now: {now_passing:?}");
+    assert!(
+        unexpected.is_empty(),
+        "unexpected failures ({}):\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
+    assert!(
+        now_passing.is_empty(),
+        "listed in known-failures.txt but passing now: {now_passing:?}"
+    );
 }

@@ -16,15 +16,15 @@
 
 mod error;
 mod graph;
+pub mod plan;
 mod reference;
 mod render;
 mod suggest;
 mod target;
-pub mod plan;
 
 pub use error::GraphError;
 pub use graph::{Edge, EdgeKind, Graph};
+pub use plan::{Plan, PlannedTarget};
 pub use reference::{ImageRef, normalize_reference};
 pub use suggest::suggest;
 pub use target::PlanTarget;
-pub use plan::{Plan, PlannedTarget};

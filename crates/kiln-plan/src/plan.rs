@@ -45,13 +45,30 @@ impl Plan {
 
     /// A human-readable table.
     pub fn render_text(&self) -> String {
-        let w = self.targets.iter().map(|t| t.name.len()).max().unwrap_or(6).max(6);
+        let w = self
+            .targets
+            .iter()
+            .map(|t| t.name.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
         let mut out = format!("{:>3}  {:<w$}  {}\n", "#", "TARGET", "DEPENDS ON");
         for (i, t) in self.targets.iter().enumerate() {
-            let deps = if t.deps.is_empty() { "-".to_string() } else { t.deps.join(", ") };
+            let deps = if t.deps.is_empty() {
+                "-".to_string()
+            } else {
+                t.deps.join(", ")
+            };
             out.push_str(&format!("{:>3}  {:<w$}  {}\n", i + 1, t.name, deps));
-            let plat = if t.platforms.is_empty() { "(engine default)".to_string() } else { t.platforms.join(",") };
-            out.push_str(&format!("{:>3}  {:<w$}    context {}, dockerfile {}, platforms {}\n", "", "", t.context, t.dockerfile, plat));
+            let plat = if t.platforms.is_empty() {
+                "(engine default)".to_string()
+            } else {
+                t.platforms.join(",")
+            };
+            out.push_str(&format!(
+                "{:>3}  {:<w$}    context {}, dockerfile {}, platforms {}\n",
+                "", "", t.context, t.dockerfile, plat
+            ));
         }
         out.push_str(&format!("{} target(s)\n", self.targets.len()));
         out
@@ -71,7 +88,13 @@ mod tests {
         ])
         .unwrap();
         let p = Plan::new(&g, &["app"]).unwrap();
-        assert_eq!(p.targets.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["base", "app"]);
+        assert_eq!(
+            p.targets
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>(),
+            ["base", "app"]
+        );
         assert_eq!(p.targets[1].deps, ["base"]);
         let j = serde_json::to_value(&p).unwrap();
         assert_eq!(j["targets"][1]["deps"][0], "base");

@@ -36,10 +36,18 @@ pub struct CliError {
 
 impl CliError {
     pub fn usage(m: impl Into<String>) -> Self {
-        CliError { kind: Kind::User, message: m.into(), hint: None }
+        CliError {
+            kind: Kind::User,
+            message: m.into(),
+            hint: None,
+        }
     }
     pub fn env(m: impl Into<String>) -> Self {
-        CliError { kind: Kind::Environment, message: m.into(), hint: None }
+        CliError {
+            kind: Kind::Environment,
+            message: m.into(),
+            hint: None,
+        }
     }
     pub fn with_hint(mut self, h: impl Into<String>) -> Self {
         self.hint = Some(h.into());
@@ -68,7 +76,9 @@ impl From<kiln_bake::Error> for CliError {
     fn from(e: kiln_bake::Error) -> Self {
         use kiln_bake::Error as E;
         let kind = match &e {
-            E::Read { source, .. } if source.kind() != std::io::ErrorKind::NotFound => Kind::Environment,
+            E::Read { source, .. } if source.kind() != std::io::ErrorKind::NotFound => {
+                Kind::Environment
+            }
             _ => Kind::User,
         };
         let hint = match &e {
@@ -77,6 +87,10 @@ impl From<kiln_bake::Error> for CliError {
             }
             _ => None,
         };
-        CliError { kind, message: e.to_string(), hint }
+        CliError {
+            kind,
+            message: e.to_string(),
+            hint,
+        }
     }
 }

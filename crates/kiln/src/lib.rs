@@ -25,7 +25,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { error::exit::USAGE } else { error::exit::OK };
+            let code = if e.use_stderr() {
+                error::exit::USAGE
+            } else {
+                error::exit::OK
+            };
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -44,7 +48,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
     match cli.command {
         Command::Print(a) => {
-            let s = commands::print::PrintSettings { bake: BakeSettings::resolve(&a.bake)?, list: a.list, targets: a.targets };
+            let s = commands::print::PrintSettings {
+                bake: BakeSettings::resolve(&a.bake)?,
+                list: a.list,
+                targets: a.targets,
+            };
             commands::print::run(s, out)
         }
         Command::Plan(a) => {

@@ -40,26 +40,40 @@ impl BakeSettings {
         let env: BTreeMap<String, String> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect();
-        let cwd = std::env::current_dir().map_err(|e| CliError::env(format!("cannot read the current directory: {e}")))?;
+        let cwd = std::env::current_dir()
+            .map_err(|e| CliError::env(format!("cannot read the current directory: {e}")))?;
         let mut vars = BTreeMap::new();
         for v in &args.var {
             let Some((k, val)) = v.split_once('=') else {
-                return Err(CliError::usage(format!("invalid --var {v:?}: expected NAME=VALUE")));
+                return Err(CliError::usage(format!(
+                    "invalid --var {v:?}: expected NAME=VALUE"
+                )));
             };
             vars.insert(k.to_string(), val.to_string());
         }
         let mut files = args.files.clone();
-        if files.is_empty() {
-            if let Some(f) = env.get("BUILDX_BAKE_FILE").filter(|f| !f.is_empty()) {
-                let sep = env.get("BUILDX_BAKE_PATH_SEPARATOR").cloned().unwrap_or_else(|| ":".into());
-                files = f.split(sep.as_str()).filter(|s| !s.is_empty()).map(String::from).collect();
-            }
+        if files.is_empty()
+            && let Some(f) = env.get("BUILDX_BAKE_FILE").filter(|f| !f.is_empty())
+        {
+            let sep = env
+                .get("BUILDX_BAKE_PATH_SEPARATOR")
+                .cloned()
+                .unwrap_or_else(|| ":".into());
+            files = f
+                .split(sep.as_str())
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect();
         }
         if files.is_empty() {
             files = kiln_bake::default_files(&cwd)
                 .map_err(CliError::from)?
                 .into_iter()
-                .map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                .map(|p| {
+                    p.file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default()
+                })
                 .collect();
         }
         let opts = kiln_bake::Options {

@@ -9,7 +9,11 @@ static N: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh temporary workspace with the given files.
 fn workspace(files: &[(&str, &str)]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-cli-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let dir = std::env::temp_dir().join(format!(
+        "kiln-cli-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for (name, text) in files {
@@ -67,13 +71,28 @@ fn print_matches_bake_print_form() {
     assert!(o.status.success(), "{}", stderr(&o));
     insta::assert_snapshot!("print_default", stdout(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["target"]["base"]["output"][0]["type"], "cacheonly", "linked targets are cache-only");
+    assert_eq!(
+        v["target"]["base"]["output"][0]["type"], "cacheonly",
+        "linked targets are cache-only"
+    );
 }
 
 #[test]
 fn print_with_set_and_var() {
     let dir = workspace(&[("docker-bake.hcl", STACK)]);
-    let o = kiln(&dir, &["print", "--var", "TAG=1.0", "--set", "app.args.EXTRA=1", "--set", "*.platform=linux/arm64", "app"]);
+    let o = kiln(
+        &dir,
+        &[
+            "print",
+            "--var",
+            "TAG=1.0",
+            "--set",
+            "app.args.EXTRA=1",
+            "--set",
+            "*.platform=linux/arm64",
+            "app",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["target"]["app"]["tags"][0], "registry.local/app:1.0");
@@ -90,8 +109,17 @@ fn plan_text_json_and_graphs() {
     let o = kiln(&dir, &["plan", "--format", "json", "run"]);
     insta::assert_snapshot!("plan_json", stdout(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let names: Vec<&str> = v["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["base", "app", "run"], "dependencies come first; `run` reaches `app` through its tag");
+    let names: Vec<&str> = v["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["base", "app", "run"],
+        "dependencies come first; `run` reaches `app` through its tag"
+    );
     let o = kiln(&dir, &["plan", "--graph", "mermaid", "run"]);
     insta::assert_snapshot!("plan_mermaid", stdout(&o));
     let o = kiln(&dir, &["plan", "--graph", "dot", "run"]);
@@ -109,7 +137,10 @@ fn unknown_target_suggests_and_exits_2() {
 
 #[test]
 fn evaluation_error_has_position_and_caret() {
-    let dir = workspace(&[("docker-bake.hcl", "target \"a\" {\n  tags = [\"x\", nope]\n}\n")]);
+    let dir = workspace(&[(
+        "docker-bake.hcl",
+        "target \"a\" {\n  tags = [\"x\", nope]\n}\n",
+    )]);
     let o = kiln(&dir, &["print", "a"]);
     assert_eq!(o.status.code(), Some(2));
     insta::assert_snapshot!("err_unknown_variable", stderr(&o));
@@ -138,7 +169,10 @@ target "b" {
     let o = kiln(&dir, &["plan", "a"]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("a -> b -> a") || e.contains("b -> a -> b"), "{e}");
+    assert!(
+        e.contains("a -> b -> a") || e.contains("b -> a -> b"),
+        "{e}"
+    );
     assert!(e.contains("docker-bake.hcl:"), "{e}");
     insta::assert_snapshot!("err_cycle", e);
 }
@@ -157,7 +191,11 @@ fn missing_file_and_no_file() {
     let dir = workspace(&[]);
     let o = kiln(&dir, &["plan"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("couldn't find a bake definition"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("couldn't find a bake definition"),
+        "{}",
+        stderr(&o)
+    );
     let o = kiln(&dir, &["plan", "-f", "nope.hcl"]);
     assert_eq!(o.status.code(), Some(2));
     insta::assert_snapshot!("err_missing_file", stderr(&o));
@@ -168,12 +206,19 @@ fn compose_files_are_rejected_clearly() {
     let dir = workspace(&[("compose.yaml", "services:\n  app:\n    build: .\n")]);
     let o = kiln(&dir, &["plan"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("Compose files are not supported"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("Compose files are not supported"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn json_bake_files_and_stdin() {
-    let dir = workspace(&[("docker-bake.json", r#"{"variable": {"T": {"default": "x"}}, "target": {"app": {"tags": ["r/app:${T}"]}}}"#)]);
+    let dir = workspace(&[(
+        "docker-bake.json",
+        r#"{"variable": {"T": {"default": "x"}}, "target": {"app": {"tags": ["r/app:${T}"]}}}"#,
+    )]);
     let o = kiln(&dir, &["print", "app"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -187,7 +232,12 @@ fn json_bake_files_and_stdin() {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(b"target \"app\" {\n  tags = [\"r/app:stdin\"]\n}\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"target \"app\" {\n  tags = [\"r/app:stdin\"]\n}\n")
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["target"]["app"]["tags"][0], "r/app:stdin");

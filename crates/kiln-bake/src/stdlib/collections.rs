@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
 use super::{FuncError, Function, Param};
-use crate::value::{Type, Value, conversion_possible, convert, to_json};
+use crate::value::{Type, Value, convert, to_json};
 
 /// gocty's message for a number that does not fit a Go `int`.
 const WHOLE_NUMBER: &str =
@@ -252,322 +252,6 @@ fn set_elems(ety: &Type, elems: Vec<Value>) -> Vec<Value> {
     }
 }
 
-// ------------------------------------------------------------------ unification
-
-/// go-cty's `convert.UnifyUnsafe`, returning only the unified type: structural
-/// shortcuts for same-kind collections, objects and tuples, then the most general
-/// given type (by `sortTypes`) that every other type converts to.
-fn unify(types: &[Type]) -> Option<Type> {
-    if types.is_empty() {
-        return None;
-    }
-    let (mut maps, mut lists, mut sets, mut objects, mut tuples, mut dynamics) = (0, 0, 0, 0, 0, 0);
-    for t in types {
-        match t {
-            Type::Map(_) => maps += 1,
-            Type::List(_) => lists += 1,
-            Type::Set(_) => sets += 1,
-            Type::Object(_) => objects += 1,
-            Type::Tuple(_) => tuples += 1,
-            Type::Dynamic => dynamics += 1,
-            _ => {}
-        }
-    }
-    let n = types.len();
-    let has_dynamic = dynamics > 0;
-    if maps > 0 && maps + dynamics == n {
-        return unify_collections(types, has_dynamic, Type::map);
-    } else if maps > 0 && maps + objects + dynamics == n {
-        if let Some(t @ Type::Map(_)) = unify_objects_as_maps(types) {
-            return Some(t);
-        }
-    } else if lists > 0 && lists + dynamics == n {
-        return unify_collections(types, has_dynamic, Type::list);
-    } else if lists > 0 && lists + tuples + dynamics == n {
-        if let Some(t @ Type::List(_)) = unify_tuples_as_list(types) {
-            return Some(t);
-        }
-    } else if sets > 0 && sets + dynamics == n {
-        return unify_collections(types, has_dynamic, Type::set);
-    } else if objects > 0 && objects + dynamics == n {
-        return unify_objects(types, has_dynamic);
-    } else if tuples > 0 && tuples + dynamics == n {
-        return unify_tuples(types, has_dynamic);
-    } else if objects > 0 && tuples > 0 {
-        return None;
-    }
-
-    'preference: for want_idx in sort_types(types) {
-        let Some(want) = types.get(want_idx) else {
-            continue;
-        };
-        for (i, t) in types.iter().enumerate() {
-            if i == want_idx || t == want {
-                continue;
-            }
-            if !conversion_possible(t, want) {
-                continue 'preference;
-            }
-        }
-        return Some(want.clone());
-    }
-    None
-}
-
-/// Whether every type converts to `target` (the conversion check after each
-/// structural unification).
-fn all_convert(types: &[Type], target: &Type) -> bool {
-    types
-        .iter()
-        .all(|t| t == target || conversion_possible(t, target))
-}
-
-fn unify_collections(types: &[Type], has_dynamic: bool, make: fn(Type) -> Type) -> Option<Type> {
-    if has_dynamic {
-        return Some(Type::Dynamic);
-    }
-    let elems: Vec<Type> = types.iter().filter_map(|t| t.element().cloned()).collect();
-    let ret = make(unify(&elems)?);
-    all_convert(types, &ret).then_some(ret)
-}
-
-fn unify_objects_as_maps(types: &[Type]) -> Option<Type> {
-    let objects: Vec<Type> = types
-        .iter()
-        .filter(|t| matches!(t, Type::Object(_)))
-        .cloned()
-        .collect();
-    let map = unify_objects_to_map(&objects)?;
-    if !matches!(map, Type::Map(_)) {
-        return None;
-    }
-    let mapped: Vec<Type> = types
-        .iter()
-        .map(|t| match t {
-            Type::Object(_) => map.clone(),
-            other => other.clone(),
-        })
-        .collect();
-    unify(&mapped).filter(|t| matches!(t, Type::Map(_)))
-}
-
-fn unify_tuples_as_list(types: &[Type]) -> Option<Type> {
-    let tuples: Vec<Type> = types
-        .iter()
-        .filter(|t| matches!(t, Type::Tuple(_)))
-        .cloned()
-        .collect();
-    let list = unify_tuples_to_list(&tuples)?;
-    if !matches!(list, Type::List(_)) {
-        return None;
-    }
-    let listed: Vec<Type> = types
-        .iter()
-        .map(|t| match t {
-            Type::Tuple(_) => list.clone(),
-            other => other.clone(),
-        })
-        .collect();
-    unify(&listed).filter(|t| matches!(t, Type::List(_)))
-}
-
-fn unify_objects(types: &[Type], has_dynamic: bool) -> Option<Type> {
-    if has_dynamic {
-        return Some(Type::Dynamic);
-    }
-    let attrs: Vec<&BTreeMap<String, Type>> = types
-        .iter()
-        .filter_map(|t| match t {
-            Type::Object(m) => Some(m),
-            _ => None,
-        })
-        .collect();
-    let first = attrs.first()?;
-    if attrs.iter().any(|a| !a.keys().eq(first.keys())) {
-        return unify_objects_to_map(types);
-    }
-    let mut out = BTreeMap::new();
-    for name in first.keys() {
-        let across: Vec<Type> = attrs.iter().filter_map(|a| a.get(name).cloned()).collect();
-        out.insert(name.clone(), unify(&across)?);
-    }
-    let ret = Type::Object(out);
-    if all_convert(types, &ret) {
-        Some(ret)
-    } else {
-        unify_objects_to_map(types)
-    }
-}
-
-fn unify_objects_to_map(types: &[Type]) -> Option<Type> {
-    let attr_types: Vec<Type> = types
-        .iter()
-        .flat_map(|t| match t {
-            Type::Object(m) => m.values().cloned().collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    let ret = Type::map(unify(&attr_types)?);
-    all_convert(types, &ret).then_some(ret)
-}
-
-fn unify_tuples(types: &[Type], has_dynamic: bool) -> Option<Type> {
-    if has_dynamic {
-        return Some(Type::Dynamic);
-    }
-    let shapes: Vec<&Vec<Type>> = types
-        .iter()
-        .filter_map(|t| match t {
-            Type::Tuple(ts) => Some(ts),
-            _ => None,
-        })
-        .collect();
-    let first = shapes.first()?;
-    if shapes.iter().any(|s| s.len() != first.len()) {
-        return unify_tuples_to_list(types);
-    }
-    let mut out = Vec::with_capacity(first.len());
-    for i in 0..first.len() {
-        let across: Vec<Type> = shapes.iter().filter_map(|s| s.get(i).cloned()).collect();
-        out.push(unify(&across)?);
-    }
-    let ret = Type::Tuple(out);
-    if all_convert(types, &ret) {
-        Some(ret)
-    } else {
-        unify_tuples_to_list(types)
-    }
-}
-
-fn unify_tuples_to_list(types: &[Type]) -> Option<Type> {
-    let elem_types: Vec<Type> = types
-        .iter()
-        .flat_map(|t| match t {
-            Type::Tuple(ts) => ts.clone(),
-            _ => Vec::new(),
-        })
-        .collect();
-    let ret = Type::list(unify(&elem_types)?);
-    all_convert(types, &ret).then_some(ret)
-}
-
-/// go-cty's `sortTypes`: a topological order of "more general than", most general
-/// first. Positions never reached stay 0, as in go-cty.
-fn sort_types(types: &[Type]) -> Vec<usize> {
-    let n = types.len();
-    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for i in 0..n {
-        for j in (i + 1)..n {
-            let (Some(a), Some(b)) = (types.get(i), types.get(j)) else {
-                continue;
-            };
-            match compare_types(a, b) {
-                Ordering::Less => edges[i].push(j),
-                Ordering::Greater => edges[j].push(i),
-                Ordering::Equal => {}
-            }
-        }
-    }
-    let mut in_degree = vec![0usize; n];
-    for outs in &edges {
-        for &j in outs {
-            in_degree[j] += 1;
-        }
-    }
-    let mut result: Vec<usize> = (0..n).filter(|&i| in_degree[i] == 0).collect();
-    let mut head = 0;
-    while let Some(&i) = result.get(head) {
-        head += 1;
-        for &j in &edges[i] {
-            in_degree[j] -= 1;
-            if in_degree[j] == 0 {
-                result.push(j);
-            }
-        }
-    }
-    result.resize(n, 0);
-    result
-}
-
-/// go-cty's `compareTypes`: `Less` when `a` is the more general type.
-fn compare_types(a: &Type, b: &Type) -> Ordering {
-    use Ordering::{Equal, Greater, Less};
-    if *a == Type::Dynamic || *b == Type::Dynamic {
-        return match (*a == Type::Dynamic, *b == Type::Dynamic) {
-            (false, _) => Greater,
-            (_, false) => Less,
-            _ => Equal,
-        };
-    }
-    if a.is_primitive() && b.is_primitive() && (*a == Type::String || *b == Type::String) {
-        return match (*a == Type::String, *b == Type::String) {
-            (false, _) => Greater,
-            (_, false) => Less,
-            _ => Equal,
-        };
-    }
-    match (a, b) {
-        (Type::List(x), Type::List(y))
-        | (Type::Set(x), Type::Set(y))
-        | (Type::Map(x), Type::Map(y)) => return compare_types(x, y),
-        _ => {}
-    }
-    let swapped = matches!(
-        (a, b),
-        (Type::Tuple(_), Type::List(_))
-            | (Type::Object(_), Type::Map(_))
-            | (Type::Set(_), Type::Tuple(_))
-            | (Type::Set(_), Type::List(_))
-    );
-    let (a, b) = if swapped { (b, a) } else { (a, b) };
-    let oriented = |o: Ordering| if swapped { o.reverse() } else { o };
-
-    if matches!(b, Type::Set(_)) && matches!(a, Type::Tuple(_) | Type::List(_)) {
-        return oriented(Less);
-    }
-    if matches!(
-        (a, b),
-        (Type::List(_), Type::Tuple(_)) | (Type::Map(_), Type::Object(_))
-    ) {
-        return oriented(Less);
-    }
-    let pairs: Vec<(&Type, &Type)> = match (a, b) {
-        (Type::Object(x), Type::Object(y)) => {
-            if x.len() != y.len() {
-                return Equal;
-            }
-            let mut pairs = Vec::with_capacity(x.len());
-            for (k, tx) in x {
-                let Some(ty) = y.get(k) else {
-                    return Equal;
-                };
-                pairs.push((tx, ty));
-            }
-            pairs
-        }
-        (Type::Tuple(x), Type::Tuple(y)) => {
-            if x.len() != y.len() {
-                return Equal;
-            }
-            x.iter().zip(y).collect()
-        }
-        _ => return Equal,
-    };
-    let (mut a_super, mut b_super) = (false, false);
-    for (x, y) in pairs {
-        match compare_types(x, y) {
-            Less => a_super = true,
-            Greater => b_super = true,
-            Equal => {}
-        }
-    }
-    match (a_super, b_super) {
-        (true, false) => oriented(Less),
-        (false, true) => oriented(Greater),
-        _ => Equal,
-    }
-}
-
 // ------------------------------------------------------------------ sequences
 
 fn chunklist(args: &[Value]) -> Result<Value, FuncError> {
@@ -604,7 +288,8 @@ fn chunklist(args: &[Value]) -> Result<Value, FuncError> {
 
 fn coalesce(args: &[Value]) -> Result<Value, FuncError> {
     let types: Vec<Type> = args.iter().map(Value::ty).collect();
-    let ret = unify(&types).ok_or_else(|| failed("all arguments must have the same type"))?;
+    let ret = crate::unify::unify(&types)
+        .ok_or_else(|| failed("all arguments must have the same type"))?;
     match args.iter().find(|a| !a.is_null()) {
         Some(a) => convert(a.clone(), &ret).map_err(failed),
         None => Err(failed("no non-null arguments")),
@@ -646,7 +331,7 @@ fn concat(args: &[Value]) -> Result<Value, FuncError> {
     // All lists with a common element type: the result is a list of that type.
     if args.iter().all(|a| matches!(a, Value::List(..))) {
         let types: Vec<Type> = args.iter().map(Value::ty).collect();
-        if let Some(ret @ Type::List(_)) = unify(&types) {
+        if let Some(ret @ Type::List(_)) = crate::unify::unify(&types) {
             let ety = ret.element().cloned().unwrap_or(Type::Dynamic);
             let mut vals = Vec::new();
             for (i, a) in args.iter().enumerate() {
@@ -1143,7 +828,8 @@ fn set_operation(args: &[Value], op: SetOp) -> Result<Value, FuncError> {
     let ety = if etys.is_empty() {
         Type::Dynamic
     } else {
-        unify(&etys).ok_or_else(|| failed("given sets must all have compatible element types"))?
+        crate::unify::unify(&etys)
+            .ok_or_else(|| failed("given sets must all have compatible element types"))?
     };
     let set_ty = Type::set(ety.clone());
     let mut acc: Option<Vec<Value>> = None;
@@ -1228,7 +914,7 @@ fn setproduct(args: &[Value]) -> Result<Value, FuncError> {
                     Type::Dynamic
                 } else {
                     let tys: Vec<Type> = e.iter().map(Value::ty).collect();
-                    unify(&tys)
+                    crate::unify::unify(&tys)
                         .ok_or_else(|| FuncError::arg(i, "all elements must be of the same type"))?
                 };
                 elem_tys.push(ety);
@@ -1314,7 +1000,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::super::{FuncError, call_by_name, lookup as lookup_fn};
-    use super::{compare_types, cty_equals, unify};
+    use super::cty_equals;
+    use crate::unify::compare_types;
     use crate::value::{Type, Value};
 
     const NAMES: [&str; 28] = [
@@ -1491,54 +1178,66 @@ mod tests {
 
     #[test]
     fn helpers_unify_follows_cty() {
-        assert_eq!(unify(&[]), None);
-        assert_eq!(unify(&[Type::Number, Type::Bool]), None);
-        assert_eq!(unify(&[Type::Number, Type::String]), Some(Type::String));
-        assert_eq!(unify(&[Type::Bool, Type::String]), Some(Type::String));
-        assert_eq!(unify(&[Type::Dynamic, Type::String]), Some(Type::Dynamic));
+        assert_eq!(crate::unify::unify(&[]), None);
+        assert_eq!(crate::unify::unify(&[Type::Number, Type::Bool]), None);
         assert_eq!(
-            unify(&[Type::list(Type::String), tuple_ty(vec![Type::Number])]),
+            crate::unify::unify(&[Type::Number, Type::String]),
+            Some(Type::String)
+        );
+        assert_eq!(
+            crate::unify::unify(&[Type::Bool, Type::String]),
+            Some(Type::String)
+        );
+        assert_eq!(
+            crate::unify::unify(&[Type::Dynamic, Type::String]),
+            Some(Type::Dynamic)
+        );
+        assert_eq!(
+            crate::unify::unify(&[Type::list(Type::String), tuple_ty(vec![Type::Number])]),
             Some(Type::list(Type::String))
         );
         assert_eq!(
-            unify(&[tuple_ty(vec![Type::String]), tuple_ty(vec![Type::Number])]),
+            crate::unify::unify(&[tuple_ty(vec![Type::String]), tuple_ty(vec![Type::Number])]),
             Some(tuple_ty(vec![Type::String]))
         );
         assert_eq!(
-            unify(&[
+            crate::unify::unify(&[
                 tuple_ty(vec![Type::String]),
                 tuple_ty(vec![Type::Number, Type::Number])
             ]),
             Some(Type::list(Type::String))
         );
         assert_eq!(
-            unify(&[
+            crate::unify::unify(&[
                 obj_ty(&[("a", Type::String)]),
                 obj_ty(&[("a", Type::Number)])
             ]),
             Some(obj_ty(&[("a", Type::String)]))
         );
         assert_eq!(
-            unify(&[
+            crate::unify::unify(&[
                 obj_ty(&[("a", Type::String)]),
                 obj_ty(&[("b", Type::Number)])
             ]),
             Some(Type::map(Type::String))
         );
         assert_eq!(
-            unify(&[Type::map(Type::Number), obj_ty(&[("b", Type::Number)])]),
+            crate::unify::unify(&[Type::map(Type::Number), obj_ty(&[("b", Type::Number)])]),
             Some(Type::map(Type::Number))
         );
         assert_eq!(
-            unify(&[obj_ty(&[]), tuple_ty(vec![])]),
+            crate::unify::unify(&[obj_ty(&[]), tuple_ty(vec![])]),
             None,
             "objects and tuples never unify"
         );
         assert_eq!(
-            unify(&[Type::list(Type::Number), Type::list(Type::Bool)]),
+            crate::unify::unify(&[Type::list(Type::Number), Type::list(Type::Bool)]),
             None
         );
-        assert_eq!(unify(&[Type::String, Type::list(Type::String)]), None);
+        assert_eq!(
+            crate::unify::unify(&[Type::String, Type::list(Type::String)]),
+            None
+        );
         assert_eq!(
             compare_types(&Type::Dynamic, &Type::String),
             std::cmp::Ordering::Less

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use crate::value::{convert, Type, Value};
+use crate::value::{Type, Value, convert};
 
 mod collections;
 mod encoding;
@@ -33,10 +33,18 @@ pub struct Param {
 
 impl Param {
     pub fn new(name: &'static str, ty: Type) -> Param {
-        Param { name, ty, allow_null: false }
+        Param {
+            name,
+            ty,
+            allow_null: false,
+        }
     }
     pub fn nullable(name: &'static str, ty: Type) -> Param {
-        Param { name, ty, allow_null: true }
+        Param {
+            name,
+            ty,
+            allow_null: true,
+        }
     }
 }
 
@@ -51,10 +59,25 @@ pub struct Function {
 
 impl Function {
     pub fn new(name: &'static str, params: Vec<Param>, imp: FuncImpl) -> Function {
-        Function { name, params, variadic: None, imp }
+        Function {
+            name,
+            params,
+            variadic: None,
+            imp,
+        }
     }
-    pub fn variadic(name: &'static str, params: Vec<Param>, variadic: Param, imp: FuncImpl) -> Function {
-        Function { name, params, variadic: Some(variadic), imp }
+    pub fn variadic(
+        name: &'static str,
+        params: Vec<Param>,
+        variadic: Param,
+        imp: FuncImpl,
+    ) -> Function {
+        Function {
+            name,
+            params,
+            variadic: Some(variadic),
+            imp,
+        }
     }
 }
 
@@ -72,7 +95,10 @@ pub enum FuncError {
 
 impl FuncError {
     pub fn arg(index: usize, msg: impl Into<String>) -> FuncError {
-        FuncError::Arg { index, msg: msg.into() }
+        FuncError::Arg {
+            index,
+            msg: msg.into(),
+        }
     }
     pub fn failed(msg: impl Into<String>) -> FuncError {
         FuncError::Failed(msg.into())
@@ -110,7 +136,11 @@ pub fn lookup(name: &str) -> Option<&'static Function> {
 
 /// Every built-in name (table plus the evaluator's special forms), sorted.
 pub fn names() -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = TABLE.keys().copied().chain(SPECIAL.iter().copied()).collect();
+    let mut v: Vec<&'static str> = TABLE
+        .keys()
+        .copied()
+        .chain(SPECIAL.iter().copied())
+        .collect();
     v.sort_unstable();
     v
 }
@@ -122,7 +152,10 @@ pub fn call(f: &Function, args: Vec<Value>) -> Result<Value, FuncError> {
     if args.len() < n {
         let missing = &f.params[args.len()];
         return Err(FuncError::Arity {
-            msg: format!("Function {:?} expects {} argument(s). Missing value for {:?}.", f.name, n, missing.name),
+            msg: format!(
+                "Function {:?} expects {} argument(s). Missing value for {:?}.",
+                f.name, n, missing.name
+            ),
         });
     }
     if args.len() > n && f.variadic.is_none() {
@@ -132,7 +165,11 @@ pub fn call(f: &Function, args: Vec<Value>) -> Result<Value, FuncError> {
     }
     let mut conv = Vec::with_capacity(args.len());
     for (i, a) in args.into_iter().enumerate() {
-        let p = f.params.get(i).or(f.variadic.as_ref()).expect("arity checked above");
+        let p = f
+            .params
+            .get(i)
+            .or(f.variadic.as_ref())
+            .expect("arity checked above");
         if a.is_null() && !p.allow_null {
             return Err(FuncError::arg(i, "argument must not be null"));
         }
@@ -150,7 +187,11 @@ pub fn call_by_name(name: &str, args: Vec<Value>) -> Result<Value, FuncError> {
 
 /// The parameter that argument `index` binds to, for error messages.
 pub fn param_name(f: &Function, index: usize) -> &'static str {
-    f.params.get(index).or(f.variadic.as_ref()).map(|p| p.name).unwrap_or("?")
+    f.params
+        .get(index)
+        .or(f.variadic.as_ref())
+        .map(|p| p.name)
+        .unwrap_or("?")
 }
 
 #[cfg(test)]

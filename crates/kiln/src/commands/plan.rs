@@ -23,7 +23,13 @@ fn plan_target(t: &kiln_bake::Target) -> PlanTarget {
         context: t.context.clone().unwrap_or_else(|| ".".into()),
         dockerfile: t.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into()),
         contexts: t.contexts.clone().unwrap_or_default(),
-        args: t.args.clone().unwrap_or_default().into_iter().filter_map(|(k, v)| Some((k, v?))).collect(),
+        args: t
+            .args
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect(),
         tags: t.tags.clone().unwrap_or_default(),
         platforms: t.platforms.clone().unwrap_or_default(),
         target: t.target.clone(),
@@ -38,9 +44,19 @@ fn graph_error(bake: &Bake, e: GraphError) -> CliError {
         None => (text, None),
     };
     let span = match &e {
-        GraphError::Cycle { path } => path.first().and_then(|n| bake.config.attr_spans.get(&(n.clone(), "contexts".into())).or(bake.config.target_spans.get(n))),
-        GraphError::UnknownContextTarget { target, .. } => bake.config.attr_spans.get(&(target.clone(), "contexts".into())),
-        GraphError::UnknownTarget { name, .. } | GraphError::DuplicateTarget { name } => bake.config.target_spans.get(name),
+        GraphError::Cycle { path } => path.first().and_then(|n| {
+            bake.config
+                .attr_spans
+                .get(&(n.clone(), "contexts".into()))
+                .or(bake.config.target_spans.get(n))
+        }),
+        GraphError::UnknownContextTarget { target, .. } => bake
+            .config
+            .attr_spans
+            .get(&(target.clone(), "contexts".into())),
+        GraphError::UnknownTarget { name, .. } | GraphError::DuplicateTarget { name } => {
+            bake.config.target_spans.get(name)
+        }
     };
     let rendered = match span {
         Some(s) => kiln_bake::diag::render(&Diags::at(*s, message.clone(), ""), &bake.sources),
@@ -55,10 +71,16 @@ fn graph_error(bake: &Bake, e: GraphError) -> CliError {
 
 /// Builds the graph over every target of the files (so that references to
 /// tags another target produces become edges) and plans the requested ones.
-pub fn build_plan(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<(Graph, Plan), CliError> {
+pub fn build_plan(
+    bake: &Bake,
+    s: &BakeSettings,
+    requested: &[String],
+) -> Result<(Graph, Plan), CliError> {
     let r = super::resolve(bake, s, requested)?;
     let all: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
-    let full = bake.resolve(&all, &s.sets, &s.opts).unwrap_or_else(|_| r.clone());
+    let full = bake
+        .resolve(&all, &s.sets, &s.opts)
+        .unwrap_or_else(|_| r.clone());
     let mut targets: Vec<PlanTarget> = bake
         .config
         .targets
@@ -85,7 +107,8 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
         (Some(GraphFormat::Mermaid), _) => graph.render_mermaid(&names),
         (Some(GraphFormat::Dot), _) => graph.render_dot(&names),
         (None, Format::Json) => {
-            let mut t = serde_json::to_string_pretty(&plan).map_err(|e| CliError::env(e.to_string()))?;
+            let mut t =
+                serde_json::to_string_pretty(&plan).map_err(|e| CliError::env(e.to_string()))?;
             t.push('\n');
             t
         }

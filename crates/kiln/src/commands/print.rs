@@ -22,7 +22,10 @@ pub fn run(s: PrintSettings, out: &mut dyn Write) -> Result<(), CliError> {
         return crate::output::write(out, &text);
     }
     let mut r = super::resolve(&bake, &s.bake, &s.targets)?;
-    let po = kiln_bake::PrintOptions { cwd: s.bake.cwd.clone(), source_date_epoch: s.bake.source_date_epoch.clone() };
+    let po = kiln_bake::PrintOptions {
+        cwd: s.bake.cwd.clone(),
+        source_date_epoch: s.bake.source_date_epoch.clone(),
+    };
     kiln_bake::to_build_opts(&mut r, &po).map_err(CliError::from)?;
     let doc = kiln_bake::print_json(&r);
     let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::env(e.to_string()))?;
