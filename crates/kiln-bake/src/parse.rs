@@ -106,6 +106,9 @@ struct Program<'o> {
     inst_progress: HashSet<usize>,
     attr_cache: HashMap<(usize, usize, String), Value>,
     attr_progress: HashSet<(usize, usize, String)>,
+    /// (kind, final name) → instances, built on the first block reference.
+    index: Option<HashMap<(String, String), Vec<(usize, usize)>>>,
+    indexing: bool,
 }
 
 const RESERVED_KINDS: &[&str] = &["target", "group"];
@@ -128,6 +131,8 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         inst_progress: HashSet::new(),
         attr_cache: HashMap::new(),
         attr_progress: HashSet::new(),
+        index: None,
+        indexing: false,
     };
     let reserved = |n: &str| RESERVED_KINDS.contains(&n) || opts.builtins.contains_key(n);
     for body in bodies {
@@ -856,6 +861,51 @@ impl Program<'_> {
     }
 }
 
+impl Program<'_> {
+    /// Every instance named `name` among blocks of `kind`. The first lookup
+    /// builds an index over all blocks (so references cost O(1) after it);
+    /// lookups made while that index is being built scan linearly.
+    fn find_instances(&mut self, kind: &str, name: &str) -> Result<Vec<(usize, usize)>, Diags> {
+        if self.index.is_none() && !self.indexing {
+            self.indexing = true;
+            let mut idx: HashMap<(String, String), Vec<(usize, usize)>> = HashMap::new();
+            let mut r = Ok(());
+            for bi in 0..self.blocks.len() {
+                match self.instances(bi) {
+                    Ok(insts) => {
+                        for (ii, inst) in insts.iter().enumerate() {
+                            idx.entry((self.blocks[bi].kind.clone(), inst.name.clone())).or_default().push((bi, ii));
+                        }
+                    }
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            self.indexing = false;
+            r?;
+            self.index = Some(idx);
+        }
+        if let Some(idx) = &self.index {
+            return Ok(idx.get(&(kind.to_string(), name.to_string())).cloned().unwrap_or_default());
+        }
+        let mut found = Vec::new();
+        for bi in 0..self.blocks.len() {
+            if self.blocks[bi].kind != kind {
+                continue;
+            }
+            let insts = self.instances(bi)?;
+            for (ii, inst) in insts.iter().enumerate() {
+                if inst.name == name {
+                    found.push((bi, ii));
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
 /// Go `path.Dir`.
 pub fn go_dir(p: &str) -> String {
     match p.rfind('/') {
@@ -951,19 +1001,7 @@ impl Env for Program<'_> {
         attr: Option<&str>,
         span: Span,
     ) -> Result<Option<Value>, Diags> {
-        let mut found = Vec::new();
-        for bi in 0..self.blocks.len() {
-            if self.blocks[bi].kind != kind {
-                continue;
-            }
-            // Only blocks that could carry this name need their names resolved.
-            let insts = self.instances(bi)?;
-            for (ii, inst) in insts.iter().enumerate() {
-                if inst.name == name {
-                    found.push((bi, ii));
-                }
-            }
-        }
+        let found = self.find_instances(kind, name)?;
         if found.is_empty() {
             return Ok(None);
         }

@@ -2,7 +2,7 @@
 //! overrides, group expansion and glob patterns, `inherits`, defaults,
 //! normalisation, `target:` links, and the synthesised `default` group.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde_json::Value as J;
 
@@ -19,6 +19,9 @@ struct Override {
 
 /// Per target name: key (`args.X`, `tags`, ...) → override, in first-seen order.
 type Overrides = HashMap<String, Vec<(String, Override)>>;
+
+/// Bound on `inherits` nesting (resolution recurses once per level).
+const MAX_INHERITS_DEPTH: usize = 500;
 
 const LIST_KEYS: &[&str] = &[
     "output",
@@ -410,6 +413,11 @@ impl<'c> Resolver<'c> {
         if let Some(t) = visited.get(name) {
             return Ok(t.clone());
         }
+        if visited.len() >= MAX_INHERITS_DEPTH {
+            return Err(format!(
+                "target {name}: inherits chain is deeper than {MAX_INHERITS_DEPTH} targets"
+            ));
+        }
         visited.insert(name.to_string(), None);
         let Some(base) = self.by_name.get(name) else {
             return Err(format!("failed to find target {name}"));
@@ -459,6 +467,7 @@ impl<'c> Resolver<'c> {
         name: &str,
         seen: &mut BTreeSet<String>,
         targets: &mut Vec<String>,
+        have: &mut HashSet<String>,
         groups: &mut Vec<String>,
     ) {
         if let Some(g) = self.groups.get(name) {
@@ -468,14 +477,14 @@ impl<'c> Resolver<'c> {
             groups.push(name.to_string());
             for t in &g.targets {
                 if t == name {
-                    if !targets.contains(t) {
+                    if have.insert(t.clone()) {
                         targets.push(t.clone());
                     }
                     continue;
                 }
-                self.expand(t, seen, targets, groups);
+                self.expand(t, seen, targets, have, groups);
             }
-        } else if !targets.iter().any(|t| t == name) {
+        } else if have.insert(name.to_string()) {
             targets.push(name.to_string());
         }
     }
@@ -507,14 +516,11 @@ pub fn read_targets(
         let n = raw.replace('.', "_");
         if is_pattern(&n) {
             let mut matched: Vec<String> = Vec::new();
-            for g in &cfg.groups {
-                if glob_match(&n, &g.name) && !matched.contains(&g.name) {
-                    matched.push(g.name.clone());
-                }
-            }
-            for t in &cfg.targets {
-                if glob_match(&n, &t.name) && !matched.contains(&t.name) {
-                    matched.push(t.name.clone());
+            let mut seen_names: HashSet<&str> = HashSet::new();
+            let all = cfg.groups.iter().map(|g| &g.name).chain(cfg.targets.iter().map(|t| &t.name));
+            for name in all {
+                if glob_match(&n, name) && seen_names.insert(name) {
+                    matched.push(name.clone());
                 }
             }
             if matched.is_empty() {
@@ -530,7 +536,8 @@ pub fn read_targets(
     for n in &names {
         let mut ts = Vec::new();
         let mut gs = Vec::new();
-        r.expand(n, &mut seen, &mut ts, &mut gs);
+        let mut have = HashSet::new();
+        r.expand(n, &mut seen, &mut ts, &mut have, &mut gs);
         for t in ts {
             if !out.targets.contains_key(&t) {
                 let rt = r.resolve_target(&t)?;
@@ -564,72 +571,98 @@ pub fn read_targets(
         },
     );
 
-    // Follow `target:` links.
-    let mut queue: Vec<String> = out.order.clone();
-    let mut i = 0;
-    while i < queue.len() {
-        let name = queue[i].clone();
-        i += 1;
-        let mut stack = vec![name.clone()];
-        load_links(&r, &name, &mut out, &mut stack, &mut queue)?;
-    }
+    link_all(&r, &mut out)?;
     Ok(out)
 }
 
-fn load_links(
-    r: &Resolver,
-    name: &str,
-    out: &mut Resolved,
-    stack: &mut Vec<String>,
-    queue: &mut Vec<String>,
-) -> Result<(), String> {
-    let Some(t) = out.targets.get(name).cloned() else {
-        return Ok(());
-    };
-    for v in t.contexts.clone().unwrap_or_default().values() {
-        let Some(dep) = v.strip_prefix("target:") else {
+/// The `target:` dependencies named by a target's contexts.
+fn linked_names(t: &Target) -> Vec<String> {
+    t.contexts
+        .iter()
+        .flatten()
+        .filter_map(|(_, v)| v.strip_prefix("target:").map(String::from))
+        .collect()
+}
+
+/// Pulls in every target reached through `target:` contexts (iterative
+/// depth-first search: linear in targets and links, no recursion, cycles
+/// reported as bake does).
+fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), String> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Active,
+        Done,
+    }
+    let mut state: HashMap<String, State> = HashMap::new();
+    let roots = out.order.clone();
+    for root in roots {
+        if state.contains_key(&root) {
             continue;
-        };
-        if dep == name {
-            return Err(format!("target {name} cannot link to itself"));
         }
-        if stack.iter().any(|s| s == dep) {
-            return Err(format!("infinite loop from {name} to {dep}"));
-        }
-        if !out.targets.contains_key(dep) {
-            let mut lt = r.resolve_target(dep)?;
-            let mut e = Entry::new();
-            e.insert("type".into(), J::String("cacheonly".into()));
-            lt.output = Some(vec![e]);
-            lt.linked = true;
-            out.order.push(dep.to_string());
-            out.targets.insert(dep.to_string(), lt);
-            queue.push(dep.to_string());
-        }
-        let dt = out.targets.get(dep).cloned().unwrap_or_default();
-        // Entitlements of a linked target are added to the linking target.
-        if let Some(ents) = dt.entitlements.clone().filter(|e| !e.is_empty())
-            && let Some(me) = out.targets.get_mut(name)
-        {
-            let list = me.entitlements.get_or_insert_with(Vec::new);
-            for e in ents {
-                if !list.contains(&e) {
-                    list.push(e);
+        let deps = out.targets.get(&root).map(linked_names).unwrap_or_default();
+        state.insert(root.clone(), State::Active);
+        let mut stack: Vec<(String, Vec<String>, usize)> = vec![(root, deps, 0)];
+        while let Some(frame) = stack.last_mut() {
+            if frame.2 < frame.1.len() {
+                let dep = frame.1[frame.2].clone();
+                frame.2 += 1;
+                let name = frame.0.clone();
+                if dep == name {
+                    return Err(format!("target {name} cannot link to itself"));
+                }
+                match state.get(&dep) {
+                    Some(State::Active) => return Err(format!("infinite loop from {name} to {dep}")),
+                    Some(State::Done) => link_edge(out, &name, &dep)?,
+                    None => {
+                        if !out.targets.contains_key(&dep) {
+                            let mut lt = r.resolve_target(&dep)?;
+                            let mut e = Entry::new();
+                            e.insert("type".into(), J::String("cacheonly".into()));
+                            lt.output = Some(vec![e]);
+                            lt.linked = true;
+                            out.order.push(dep.clone());
+                            out.targets.insert(dep.clone(), lt);
+                        }
+                        let deps = out.targets.get(&dep).map(linked_names).unwrap_or_default();
+                        state.insert(dep.clone(), State::Active);
+                        stack.push((dep, deps, 0));
+                    }
+                }
+            } else {
+                let (done, _, _) = stack.pop().unwrap_or_default();
+                state.insert(done.clone(), State::Done);
+                if let Some(parent) = stack.last() {
+                    let parent = parent.0.clone();
+                    link_edge(out, &parent, &done)?;
                 }
             }
         }
-        let tp = t.platforms.clone().unwrap_or_default();
-        let dp = dt.platforms.clone().unwrap_or_default();
-        if tp.len() > 1 && dp.len() > 1 && !tp.iter().all(|p| dp.contains(p)) {
-            return Err(format!(
-                "target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"
-            ));
-        }
-        stack.push(dep.to_string());
-        load_links(r, dep, out, stack, queue)?;
-        stack.pop();
     }
-    let _ = r.cfg;
+    Ok(())
+}
+
+/// Applies one finished link: the linked target's entitlements join the
+/// linking target's, and multi-platform targets must be subsets.
+fn link_edge(out: &mut Resolved, name: &str, dep: &str) -> Result<(), String> {
+    let (dp, dents) = match out.targets.get(dep) {
+        Some(d) => (d.platforms.clone().unwrap_or_default(), d.entitlements.clone().unwrap_or_default()),
+        None => return Ok(()),
+    };
+    let Some(me) = out.targets.get_mut(name) else {
+        return Ok(());
+    };
+    if !dents.is_empty() {
+        let list = me.entitlements.get_or_insert_with(Vec::new);
+        for e in dents {
+            if !list.contains(&e) {
+                list.push(e);
+            }
+        }
+    }
+    let tp = me.platforms.clone().unwrap_or_default();
+    if tp.len() > 1 && dp.len() > 1 && !tp.iter().all(|p| dp.contains(p)) {
+        return Err(format!("target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"));
+    }
     Ok(())
 }
 

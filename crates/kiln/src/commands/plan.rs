@@ -88,8 +88,10 @@ pub fn build_plan(
         .filter_map(|t| full.targets.get(&t.name).or(r.targets.get(&t.name)))
         .map(plan_target)
         .collect();
+    let present: std::collections::HashSet<String> =
+        targets.iter().map(|t| t.name.clone()).collect();
     for (n, t) in &r.targets {
-        if !targets.iter().any(|p| &p.name == n) {
+        if !present.contains(n) {
             targets.push(plan_target(t));
         }
     }
