@@ -52,7 +52,13 @@ pub struct Evaluator<'e> {
     pub env: &'e mut dyn Env,
     locals: Vec<(String, Value)>,
     depth: usize,
+    /// Iterations done by `for` expressions and template `for` directives;
+    /// bounded so nested loops cannot build billions of values.
+    work: usize,
 }
+
+/// Bound on `for` iterations within one evaluation.
+pub const MAX_ITERATIONS: usize = 2_000_000;
 
 fn d(span: Span, summary: &str, detail: impl Into<String>) -> Diags {
     Diags::at(span, summary, detail)
@@ -64,6 +70,7 @@ impl<'e> Evaluator<'e> {
             env,
             locals: Vec::new(),
             depth: 0,
+            work: 0,
         }
     }
 
@@ -72,6 +79,7 @@ impl<'e> Evaluator<'e> {
             env,
             locals,
             depth: 0,
+            work: 0,
         }
     }
 
@@ -332,6 +340,7 @@ impl<'e> Evaluator<'e> {
                 } => {
                     let c = self.eval(coll)?;
                     let items = iter_items(&c, coll.span())?;
+                    self.charge(items.len().max(1), coll.span())?;
                     for (k, v) in items {
                         let n = self.locals.len();
                         if let Some(kv) = key_var {
@@ -630,9 +639,23 @@ impl<'e> Evaluator<'e> {
         Ok(cur)
     }
 
+    /// Counts `n` loop iterations against [`MAX_ITERATIONS`].
+    fn charge(&mut self, n: usize, span: Span) -> Result<(), Diags> {
+        self.work = self.work.saturating_add(n);
+        if self.work > MAX_ITERATIONS {
+            return Err(d(
+                span,
+                "Expression too expensive",
+                format!("'for' expressions here iterate more than {MAX_ITERATIONS} times in total."),
+            ));
+        }
+        Ok(())
+    }
+
     fn for_expr(&mut self, fe: &ForExpr) -> Result<Value, Diags> {
         let c = self.eval(&fe.coll)?;
         let items = iter_items(&c, fe.coll.span())?;
+        self.charge(items.len().max(1), fe.span)?;
         let n = self.locals.len();
         let mut tuple = Vec::new();
         let mut obj: BTreeMap<String, Value> = BTreeMap::new();

@@ -106,6 +106,10 @@ struct Program<'o> {
     inst_progress: HashSet<usize>,
     attr_cache: HashMap<(usize, usize, String), Value>,
     attr_progress: HashSet<(usize, usize, String)>,
+    /// How many lazy resolutions (variable → variable, attribute → target
+    /// reference, ...) are in progress; bounded so chains cannot exhaust
+    /// the stack.
+    nesting: usize,
     /// (kind, final name) → instances, built on the first block reference.
     index: Option<HashMap<(String, String), Vec<(usize, usize)>>>,
     indexing: bool,
@@ -133,6 +137,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         attr_progress: HashSet::new(),
         index: None,
         indexing: false,
+        nesting: 0,
     };
     let reserved = |n: &str| RESERVED_KINDS.contains(&n) || opts.builtins.contains_key(n);
     for body in bodies {
@@ -388,7 +393,7 @@ impl Program<'_> {
             ));
         }
         self.progress.insert(name.to_string());
-        let r = self.resolve_inner(name, attr, is_var);
+        let r = self.nested(span, |p| p.resolve_inner(name, attr, is_var));
         self.progress.remove(name);
         let v = r?;
         self.values.insert(name.to_string(), v.clone());
@@ -586,7 +591,8 @@ impl Program<'_> {
                 ),
             ));
         }
-        let r = self.compute_instances(bi);
+        let span = self.blocks[bi].span;
+        let r = self.nested(span, |p| p.compute_instances(bi));
         self.inst_progress.remove(&bi);
         let insts = Rc::new(r?);
         self.instances[bi] = Some(insts.clone());
@@ -753,7 +759,9 @@ impl Program<'_> {
                 ),
             ));
         }
-        let r = Evaluator::with_locals(self, inst.locals.clone()).eval(&a.expr);
+        let locals = inst.locals.clone();
+        let span = a.expr.span();
+        let r = self.nested(span, |p| Evaluator::with_locals(p, locals).eval(&a.expr));
         self.attr_progress.remove(&key);
         let v = r?;
         self.attr_cache.insert(key, v.clone());
@@ -861,7 +869,26 @@ impl Program<'_> {
     }
 }
 
+/// Bound on nested lazy resolutions (a variable whose default reads a
+/// variable whose default reads ...). Each level costs stack; 64 keeps the
+/// worst case well inside a 2 MiB thread stack in debug builds.
+pub const MAX_NESTING: usize = 64;
+
 impl Program<'_> {
+    fn nested<T>(&mut self, span: Span, f: impl FnOnce(&mut Self) -> Result<T, Diags>) -> Result<T, Diags> {
+        if self.nesting >= MAX_NESTING {
+            return Err(Diags::at(
+                span,
+                "Invalid expression",
+                format!("references nest more than {MAX_NESTING} levels deep (a variable, attribute or target referring to another, and so on); flatten the chain"),
+            ));
+        }
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
     /// Every instance named `name` among blocks of `kind`. The first lookup
     /// builds an index over all blocks (so references cost O(1) after it);
     /// lookups made while that index is being built scan linearly.

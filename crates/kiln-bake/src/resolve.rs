@@ -39,55 +39,123 @@ const LIST_KEYS: &[&str] = &[
     "ulimits",
 ];
 
-/// Go `path.Match` for target name patterns (`*`, `?`, `[...]`, `\`).
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    fn m(p: &[char], s: &[char]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some('*') => (0..=s.len()).any(|i| m(&p[1..], &s[i..])),
-            Some('?') => !s.is_empty() && m(&p[1..], &s[1..]),
-            Some('[') => {
-                let Some(&c) = s.first() else { return false };
-                let mut i = 1;
-                let negate = p.get(1) == Some(&'^');
+/// One element of a compiled glob pattern.
+enum Tok {
+    Star,
+    Any,
+    Lit(char),
+    /// `[...]`: ranges (inclusive) and whether the class is negated.
+    Class(Vec<(char, char)>, bool),
+}
+
+/// Compiles a Go `path.Match` pattern; `None` for a malformed one (an
+/// unclosed `[` or a trailing `\`), which matches nothing.
+fn compile_glob(pattern: &str) -> Option<Vec<Tok>> {
+    let p: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            '*' => {
+                if !matches!(out.last(), Some(Tok::Star)) {
+                    out.push(Tok::Star);
+                }
+                i += 1;
+            }
+            '?' => {
+                out.push(Tok::Any);
+                i += 1;
+            }
+            '\\' => {
+                out.push(Tok::Lit(*p.get(i + 1)?));
+                i += 2;
+            }
+            '[' => {
+                i += 1;
+                let negate = p.get(i) == Some(&'^');
                 if negate {
                     i += 1;
                 }
-                let mut matched = false;
+                let mut ranges = Vec::new();
                 let mut first = true;
-                while i < p.len() && (first || p[i] != ']') {
-                    first = false;
-                    let lo = if p[i] == '\\' && i + 1 < p.len() {
+                loop {
+                    let c = *p.get(i)?;
+                    if c == ']' && !first {
                         i += 1;
-                        p[i]
-                    } else {
-                        p[i]
-                    };
-                    if p.get(i + 1) == Some(&'-') && p.get(i + 2).is_some_and(|x| *x != ']') {
-                        let hi = p[i + 2];
-                        if lo <= c && c <= hi {
-                            matched = true;
-                        }
-                        i += 3;
-                    } else {
-                        if lo == c {
-                            matched = true;
-                        }
-                        i += 1;
+                        break;
                     }
+                    first = false;
+                    let lo = if c == '\\' {
+                        i += 1;
+                        *p.get(i)?
+                    } else {
+                        c
+                    };
+                    i += 1;
+                    let mut hi = lo;
+                    if p.get(i) == Some(&'-') && p.get(i + 1).is_some_and(|x| *x != ']') {
+                        hi = if p[i + 1] == '\\' {
+                            i += 1;
+                            *p.get(i + 1)?
+                        } else {
+                            p[i + 1]
+                        };
+                        i += 2;
+                    }
+                    ranges.push((lo, hi));
                 }
-                if i >= p.len() {
-                    return false;
-                }
-                matched != negate && m(&p[i + 1..], &s[1..])
+                out.push(Tok::Class(ranges, negate));
             }
-            Some('\\') if p.len() > 1 => s.first() == Some(&p[1]) && m(&p[2..], &s[1..]),
-            Some(c) => s.first() == Some(c) && m(&p[1..], &s[1..]),
+            c => {
+                out.push(Tok::Lit(c));
+                i += 1;
+            }
         }
     }
-    let p: Vec<char> = pattern.chars().collect();
+    Some(out)
+}
+
+fn tok_matches(t: &Tok, c: char) -> bool {
+    match t {
+        Tok::Star => true,
+        Tok::Any => c != '/',
+        Tok::Lit(l) => *l == c,
+        Tok::Class(ranges, negate) => ranges.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negate,
+    }
+}
+
+/// Go `path.Match` for target name patterns (`*`, `?`, `[...]`, `\`).
+/// Linear-time matching: a star only ever backtracks to its own last
+/// position, so patterns like `*a*a*a*b` cannot blow up.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let Some(toks) = compile_glob(pattern) else {
+        return false;
+    };
     let s: Vec<char> = name.chars().collect();
-    m(&p, &s)
+    let (mut ti, mut si) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match toks.get(ti) {
+            Some(Tok::Star) => {
+                star = Some((ti, si));
+                ti += 1;
+            }
+            Some(t) if tok_matches(t, s[si]) => {
+                ti += 1;
+                si += 1;
+            }
+            _ => match star {
+                // `*` does not cross `/` in path.Match.
+                Some((st, ss)) if s[ss] != '/' => {
+                    ti = st + 1;
+                    si = ss + 1;
+                    star = Some((st, ss + 1));
+                }
+                _ => return false,
+            },
+        }
+    }
+    toks[ti..].iter().all(|t| matches!(t, Tok::Star))
 }
 
 fn is_pattern(s: &str) -> bool {

@@ -369,9 +369,16 @@ fn path_prefix(path: &[String]) -> String {
     }
 }
 
+/// Values nested deeper than this are refused by conversion (each level is a
+/// stack frame).
+pub const MAX_VALUE_DEPTH: usize = 128;
+
 fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, String> {
     if *ty == Type::Dynamic {
         return Ok(v);
+    }
+    if path.len() > MAX_VALUE_DEPTH {
+        return Err(format!("{}value nests more than {MAX_VALUE_DEPTH} levels deep", path_prefix(path)));
     }
     if let Value::Null(vt) = &v {
         if vt == ty || *vt == Type::Dynamic || conversion_possible(vt, ty) {

@@ -29,7 +29,7 @@ const MAX_OUTPUT: usize = 64 << 20;
 const MAX_FMT_NUM: usize = 1_000_000;
 
 /// Deepest JSON nesting `jsondecode` accepts.
-const MAX_JSON_DEPTH: usize = 1000;
+const MAX_JSON_DEPTH: usize = crate::value::MAX_VALUE_DEPTH;
 
 /// gocty's message for a number that does not fit a Go `int`.
 const WHOLE_NUMBER: &str =
