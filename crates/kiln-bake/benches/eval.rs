@@ -40,6 +40,10 @@
 //! Run (release, ~1 min on 2 cores): `cargo bench -p kiln-bake --bench eval`
 //! Other sizes / breakdown: `cargo bench -p kiln-bake --bench eval -- 2000 20000 --breakdown`
 
+// The same allocator as the `kiln` binary, so the figures are what users get.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

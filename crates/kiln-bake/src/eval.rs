@@ -646,7 +646,9 @@ impl<'e> Evaluator<'e> {
             return Err(d(
                 span,
                 "Expression too expensive",
-                format!("'for' expressions here iterate more than {MAX_ITERATIONS} times in total."),
+                format!(
+                    "'for' expressions here iterate more than {MAX_ITERATIONS} times in total."
+                ),
             ));
         }
         Ok(())

@@ -90,13 +90,16 @@ struct Instance {
     locals: Vec<(String, Value)>,
 }
 
+/// (block kind, final name) → (block, instance) positions.
+type InstanceIndex = HashMap<(String, String), Vec<(usize, usize)>>;
+
 struct Program<'o> {
     opts: &'o Options,
     file_dirs: Vec<String>,
     vars: IndexMap<String, VarDecl>,
     attrs: IndexMap<String, Attribute>,
     funcs: IndexMap<String, FuncDecl>,
-    blocks: Vec<Block>,
+    blocks: Vec<Rc<Block>>,
     values: HashMap<String, Value>,
     sources: HashMap<String, &'static str>,
     progress: HashSet<String>,
@@ -104,14 +107,16 @@ struct Program<'o> {
     func_progress: HashSet<String>,
     instances: Vec<Option<Rc<Vec<Instance>>>>,
     inst_progress: HashSet<usize>,
-    attr_cache: HashMap<(usize, usize, String), Value>,
-    attr_progress: HashSet<(usize, usize, String)>,
+    /// (block, instance, attribute index) → value, for attributes read
+    /// through `target.x.y` references.
+    attr_cache: HashMap<(usize, usize, usize), Value>,
+    attr_progress: HashSet<(usize, usize, usize)>,
     /// How many lazy resolutions (variable → variable, attribute → target
     /// reference, ...) are in progress; bounded so chains cannot exhaust
     /// the stack.
     nesting: usize,
     /// (kind, final name) → instances, built on the first block reference.
-    index: Option<HashMap<(String, String), Vec<(usize, usize)>>>,
+    index: Option<InstanceIndex>,
     indexing: bool,
 }
 
@@ -219,7 +224,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                             ),
                         ));
                     }
-                    p.blocks.push(b.clone());
+                    p.blocks.push(Rc::new(b.clone()));
                 }
                 other => {
                     return Err(Diags::at(
@@ -600,7 +605,7 @@ impl Program<'_> {
     }
 
     fn compute_instances(&mut self, bi: usize) -> Result<Vec<Instance>, Diags> {
-        let b = self.blocks[bi].clone();
+        let b = Rc::clone(&self.blocks[bi]);
         let label = b.labels[0].0.clone();
         let lspan = b.labels[0].1;
         if !is_valid_name(&label) {
@@ -737,25 +742,34 @@ impl Program<'_> {
         Ok(out)
     }
 
-    /// Evaluates one attribute of one instance (cached; cycles are errors).
-    fn instance_attr(&mut self, bi: usize, ii: usize, attr: &str) -> Result<Option<Value>, Diags> {
-        let key = (bi, ii, attr.to_string());
+    /// Evaluates one attribute of one instance; cycles are errors. With
+    /// `store`, the value is cached for later references (the decode pass
+    /// reads each attribute once and does not need to keep it).
+    fn instance_attr(
+        &mut self,
+        bi: usize,
+        ii: usize,
+        attr: &str,
+        store: bool,
+    ) -> Result<Option<Value>, Diags> {
+        let block = Rc::clone(&self.blocks[bi]);
+        let Some(ai) = block.body.attrs.iter().position(|a| a.name == attr) else {
+            return Ok(None);
+        };
+        let key = (bi, ii, ai);
         if let Some(v) = self.attr_cache.get(&key) {
             return Ok(Some(v.clone()));
         }
-        let Some(a) = self.blocks[bi].body.attr(attr).cloned() else {
-            return Ok(None);
-        };
+        let a = &block.body.attrs[ai];
         let insts = self.instances(bi)?;
         let inst = &insts[ii];
-        if !self.attr_progress.insert(key.clone()) {
-            let kind = self.blocks[bi].kind.clone();
+        if !self.attr_progress.insert(key) {
             return Err(Diags::at(
                 a.expr.span(),
                 "Invalid expression",
                 format!(
-                    "reference cycle not allowed for {kind}.{}.{attr}",
-                    inst.name
+                    "reference cycle not allowed for {}.{}.{attr}",
+                    block.kind, inst.name
                 ),
             ));
         }
@@ -764,7 +778,9 @@ impl Program<'_> {
         let r = self.nested(span, |p| Evaluator::with_locals(p, locals).eval(&a.expr));
         self.attr_progress.remove(&key);
         let v = r?;
-        self.attr_cache.insert(key, v.clone());
+        if store {
+            self.attr_cache.insert(key, v.clone());
+        }
         Ok(Some(v))
     }
 
@@ -773,7 +789,8 @@ impl Program<'_> {
             name: name.to_string(),
             ..Target::default()
         };
-        let body = self.blocks[bi].body.clone();
+        let block = Rc::clone(&self.blocks[bi]);
+        let body = &block.body;
         if let Some(b) = body.blocks.first() {
             return Err(Diags::at(
                 b.span,
@@ -796,7 +813,7 @@ impl Program<'_> {
                     format!("An argument named {:?} is not expected here.{hint}", a.name),
                 ));
             }
-            let v = match self.instance_attr(bi, ii, &a.name) {
+            let v = match self.instance_attr(bi, ii, &a.name, false) {
                 Ok(v) => v.unwrap_or_else(Value::null),
                 Err(e) => {
                     // Keep going so every unknown name in the block is reported.
@@ -828,7 +845,7 @@ impl Program<'_> {
         };
         for a in &b.body.attrs {
             let v = self
-                .instance_attr(bi, 0, &a.name)?
+                .instance_attr(bi, 0, &a.name, true)?
                 .unwrap_or_else(Value::null);
             match a.name.as_str() {
                 "targets" => {
@@ -875,12 +892,18 @@ impl Program<'_> {
 pub const MAX_NESTING: usize = 64;
 
 impl Program<'_> {
-    fn nested<T>(&mut self, span: Span, f: impl FnOnce(&mut Self) -> Result<T, Diags>) -> Result<T, Diags> {
+    fn nested<T>(
+        &mut self,
+        span: Span,
+        f: impl FnOnce(&mut Self) -> Result<T, Diags>,
+    ) -> Result<T, Diags> {
         if self.nesting >= MAX_NESTING {
             return Err(Diags::at(
                 span,
                 "Invalid expression",
-                format!("references nest more than {MAX_NESTING} levels deep (a variable, attribute or target referring to another, and so on); flatten the chain"),
+                format!(
+                    "references nest more than {MAX_NESTING} levels deep (a variable, attribute or target referring to another, and so on); flatten the chain"
+                ),
             ));
         }
         self.nesting += 1;
@@ -895,13 +918,15 @@ impl Program<'_> {
     fn find_instances(&mut self, kind: &str, name: &str) -> Result<Vec<(usize, usize)>, Diags> {
         if self.index.is_none() && !self.indexing {
             self.indexing = true;
-            let mut idx: HashMap<(String, String), Vec<(usize, usize)>> = HashMap::new();
+            let mut idx = InstanceIndex::new();
             let mut r = Ok(());
             for bi in 0..self.blocks.len() {
                 match self.instances(bi) {
                     Ok(insts) => {
                         for (ii, inst) in insts.iter().enumerate() {
-                            idx.entry((self.blocks[bi].kind.clone(), inst.name.clone())).or_default().push((bi, ii));
+                            idx.entry((self.blocks[bi].kind.clone(), inst.name.clone()))
+                                .or_default()
+                                .push((bi, ii));
                         }
                     }
                     Err(e) => {
@@ -915,7 +940,10 @@ impl Program<'_> {
             self.index = Some(idx);
         }
         if let Some(idx) = &self.index {
-            return Ok(idx.get(&(kind.to_string(), name.to_string())).cloned().unwrap_or_default());
+            return Ok(idx
+                .get(&(kind.to_string(), name.to_string()))
+                .cloned()
+                .unwrap_or_default());
         }
         let mut found = Vec::new();
         for bi in 0..self.blocks.len() {
@@ -1080,7 +1108,7 @@ impl Env for Program<'_> {
         for (bi, ii) in found {
             let mut part = Target::default();
             for a in &attrs {
-                if let Some(v) = self.instance_attr(bi, ii, a)? {
+                if let Some(v) = self.instance_attr(bi, ii, a, true)? {
                     let v = match self.blocks[bi].body.attr(a).cloned() {
                         Some(at) => self.rebase(bi, &at, v),
                         None => v,
@@ -1343,4 +1371,109 @@ pub fn json_value(text: &str) -> Option<Value> {
     serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .map(|j| from_json(&j))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(src: &str, opts: &Options) -> Result<Config, String> {
+        crate::load(vec![("t.hcl".into(), src.into())], opts)
+            .map(|b| b.config)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A chain V{n-1} → ... → V0, declared from the top so that resolving
+    /// the first declaration recurses through the whole chain.
+    fn chain(n: usize) -> String {
+        let mut s = String::new();
+        for i in (1..n).rev() {
+            s.push_str(&format!(
+                "variable \"V{i}\" {{ default = \"${{V{}}}y\" }}\n",
+                i - 1
+            ));
+        }
+        s.push_str("variable \"V0\" { default = \"x\" }\n");
+        s.push_str(&format!("target \"t\" {{ args = {{ A = V{} }} }}\n", n - 1));
+        s
+    }
+
+    #[test]
+    fn variable_chains_are_bounded_not_overflowing() {
+        assert!(eval(&chain(30), &Options::default()).is_ok());
+        let e = eval(&chain(500), &Options::default())
+            .err()
+            .expect("a 500-deep chain is refused");
+        assert!(
+            e.contains("nest more than 64 levels"),
+            "{}",
+            &e[..e.len().min(400)]
+        );
+    }
+
+    #[test]
+    fn override_sources_are_recorded() {
+        let src = "variable \"A\" { default = \"d\" }\nvariable \"B\" { default = \"d\" }\nvariable \"C\" { default = \"d\" }\ntarget \"t\" {}\n";
+        let mut opts = Options::default();
+        opts.env.insert("A".into(), "from-env".into());
+        opts.vars.insert("B".into(), "from-var".into());
+        opts.env.insert("B".into(), "loses".into());
+        let cfg = eval(src, &opts).unwrap();
+        let get = |n: &str| cfg.variables.iter().find(|v| v.name == n).unwrap().clone();
+        assert_eq!(
+            (
+                get("A").source,
+                get("A").value.as_str().unwrap().to_string()
+            ),
+            ("env", "from-env".into())
+        );
+        assert_eq!(
+            (
+                get("B").source,
+                get("B").value.as_str().unwrap().to_string()
+            ),
+            ("var", "from-var".into())
+        );
+        assert_eq!(get("C").source, "default");
+    }
+
+    #[test]
+    fn env_lookup_can_be_disabled() {
+        let src = "variable \"A\" { default = \"d\" }\ntarget \"t\" { args = { A = A } }\n";
+        let mut opts = Options {
+            disable_env_lookup: true,
+            ..Options::default()
+        };
+        opts.env.insert("A".into(), "env".into());
+        let cfg = eval(src, &opts).unwrap();
+        assert_eq!(cfg.targets[0].args.as_ref().unwrap()["A"], Some("d".into()));
+    }
+
+    #[test]
+    fn typed_override_errors_name_the_variable() {
+        let src = "variable \"N\" { type = number }\ntarget \"t\" {}\n";
+        let mut opts = Options::default();
+        opts.env.insert("N".into(), "twelve".into());
+        let e = eval(src, &opts).unwrap_err();
+        assert!(e.contains("failed to parse N as number"), "{e}");
+        assert!(e.contains("t.hcl:1:"), "points at the declaration: {e}");
+    }
+
+    #[test]
+    fn unknown_target_attribute_suggests() {
+        let e = eval(
+            "target \"t\" {\n  platform = [\"linux/amd64\"]\n}\n",
+            &Options::default(),
+        )
+        .unwrap_err();
+        assert!(e.contains("Did you mean \"platforms\"?"), "{e}");
+        assert!(e.contains("t.hcl:2:3"), "{e}");
+    }
+
+    #[test]
+    fn go_dir_matches_path_dir() {
+        assert_eq!(go_dir("a/b/c.hcl"), "a/b");
+        assert_eq!(go_dir("c.hcl"), ".");
+        assert_eq!(go_dir("/c.hcl"), "/");
+    }
 }

@@ -20,8 +20,9 @@ struct Override {
 /// Per target name: key (`args.X`, `tags`, ...) → override, in first-seen order.
 type Overrides = HashMap<String, Vec<(String, Override)>>;
 
-/// Bound on `inherits` nesting (resolution recurses once per level).
-const MAX_INHERITS_DEPTH: usize = 500;
+/// Bound on `inherits` nesting (resolution recurses once per level; 64
+/// levels fit a 2 MiB thread stack in debug builds).
+const MAX_INHERITS_DEPTH: usize = 64;
 
 const LIST_KEYS: &[&str] = &[
     "output",
@@ -470,6 +471,12 @@ struct Resolver<'c> {
     overrides: Overrides,
     by_name: HashMap<&'c str, &'c Target>,
     groups: HashMap<&'c str, &'c Group>,
+    /// Names some target inherits from: their resolutions are memoised,
+    /// since every child would otherwise resolve the whole chain again.
+    parents: HashSet<&'c str>,
+    memo: std::cell::RefCell<HashMap<String, std::rc::Rc<Target>>>,
+    /// Cycles met so far (a resolution that met one is not memoised).
+    cycles: std::cell::Cell<usize>,
 }
 
 impl<'c> Resolver<'c> {
@@ -477,11 +484,19 @@ impl<'c> Resolver<'c> {
         &self,
         name: &str,
         visited: &mut HashMap<String, Option<Target>>,
+        depth: usize,
     ) -> Result<Option<Target>, String> {
         if let Some(t) = visited.get(name) {
+            if t.is_none() {
+                self.cycles.set(self.cycles.get() + 1);
+            }
             return Ok(t.clone());
         }
-        if visited.len() >= MAX_INHERITS_DEPTH {
+        if let Some(t) = self.memo.borrow().get(name) {
+            return Ok(Some((**t).clone()));
+        }
+        let cycles_before = self.cycles.get();
+        if depth >= MAX_INHERITS_DEPTH {
             return Err(format!(
                 "target {name}: inherits chain is deeper than {MAX_INHERITS_DEPTH} targets"
             ));
@@ -492,7 +507,7 @@ impl<'c> Resolver<'c> {
         };
         let mut tt = Target::default();
         for parent in base.inherits.clone().unwrap_or_default() {
-            if let Some(p) = self.target(&parent, visited)? {
+            if let Some(p) = self.target(&parent, visited, depth + 1)? {
                 tt.merge(&p);
             }
         }
@@ -504,6 +519,11 @@ impl<'c> Resolver<'c> {
             apply_overrides(&mut m, ovs)?;
         }
         m.normalize();
+        if self.parents.contains(name) && self.cycles.get() == cycles_before {
+            self.memo
+                .borrow_mut()
+                .insert(name.to_string(), std::rc::Rc::new(m.clone()));
+        }
         visited.insert(name.to_string(), Some(m.clone()));
         Ok(Some(m))
     }
@@ -511,7 +531,7 @@ impl<'c> Resolver<'c> {
     fn resolve_target(&self, name: &str) -> Result<Target, String> {
         let mut visited = HashMap::new();
         let mut t = self
-            .target(name, &mut visited)?
+            .target(name, &mut visited, 0)?
             .ok_or_else(|| format!("failed to find target {name}"))?;
         t.inherits = None;
         if t.context.is_none() {
@@ -573,6 +593,14 @@ pub fn read_targets(
         overrides,
         by_name: cfg.targets.iter().map(|t| (t.name.as_str(), t)).collect(),
         groups: cfg.groups.iter().map(|g| (g.name.as_str(), g)).collect(),
+        parents: cfg
+            .targets
+            .iter()
+            .flat_map(|t| t.inherits.iter().flatten())
+            .map(String::as_str)
+            .collect(),
+        memo: Default::default(),
+        cycles: Default::default(),
     };
     let requested: Vec<String> = if requested.is_empty() {
         vec!["default".into()]
@@ -585,7 +613,11 @@ pub fn read_targets(
         if is_pattern(&n) {
             let mut matched: Vec<String> = Vec::new();
             let mut seen_names: HashSet<&str> = HashSet::new();
-            let all = cfg.groups.iter().map(|g| &g.name).chain(cfg.targets.iter().map(|t| &t.name));
+            let all = cfg
+                .groups
+                .iter()
+                .map(|g| &g.name)
+                .chain(cfg.targets.iter().map(|t| &t.name));
             for name in all {
                 if glob_match(&n, name) && seen_names.insert(name) {
                     matched.push(name.clone());
@@ -679,7 +711,9 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), String> {
                     return Err(format!("target {name} cannot link to itself"));
                 }
                 match state.get(&dep) {
-                    Some(State::Active) => return Err(format!("infinite loop from {name} to {dep}")),
+                    Some(State::Active) => {
+                        return Err(format!("infinite loop from {name} to {dep}"));
+                    }
                     Some(State::Done) => link_edge(out, &name, &dep)?,
                     None => {
                         if !out.targets.contains_key(&dep) {
@@ -713,7 +747,10 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), String> {
 /// linking target's, and multi-platform targets must be subsets.
 fn link_edge(out: &mut Resolved, name: &str, dep: &str) -> Result<(), String> {
     let (dp, dents) = match out.targets.get(dep) {
-        Some(d) => (d.platforms.clone().unwrap_or_default(), d.entitlements.clone().unwrap_or_default()),
+        Some(d) => (
+            d.platforms.clone().unwrap_or_default(),
+            d.entitlements.clone().unwrap_or_default(),
+        ),
         None => return Ok(()),
     };
     let Some(me) = out.targets.get_mut(name) else {
@@ -729,7 +766,9 @@ fn link_edge(out: &mut Resolved, name: &str, dep: &str) -> Result<(), String> {
     }
     let tp = me.platforms.clone().unwrap_or_default();
     if tp.len() > 1 && dp.len() > 1 && !tp.iter().all(|p| dp.contains(p)) {
-        return Err(format!("target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"));
+        return Err(format!(
+            "target {name} platforms {tp:?} are not a subset of {dep} platforms {dp:?}"
+        ));
     }
     Ok(())
 }

@@ -378,7 +378,10 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
         return Ok(v);
     }
     if path.len() > MAX_VALUE_DEPTH {
-        return Err(format!("{}value nests more than {MAX_VALUE_DEPTH} levels deep", path_prefix(path)));
+        return Err(format!(
+            "{}value nests more than {MAX_VALUE_DEPTH} levels deep",
+            path_prefix(path)
+        ));
     }
     if let Value::Null(vt) = &v {
         if vt == ty || *vt == Type::Dynamic || conversion_possible(vt, ty) {
