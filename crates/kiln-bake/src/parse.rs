@@ -1401,9 +1401,9 @@ mod tests {
     #[test]
     fn variable_chains_are_bounded_not_overflowing() {
         assert!(eval(&chain(30), &Options::default()).is_ok());
-        let e = eval(&chain(500), &Options::default())
-            .err()
-            .expect("a 500-deep chain is refused");
+        let Err(e) = eval(&chain(500), &Options::default()) else {
+            panic!("a 500-deep chain must be refused");
+        };
         assert!(
             e.contains("nest more than 64 levels"),
             "{}",
