@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::GraphError;
 use crate::reference::ImageRef;
-use crate::suggest::suggest;
 use crate::target::PlanTarget;
+use kiln_util::suggest;
 
 /// The prefix of a named context that builds another target of the same bake run.
 const TARGET_PREFIX: &str = "target:";

@@ -19,12 +19,11 @@ mod graph;
 pub mod plan;
 mod reference;
 mod render;
-mod suggest;
 mod target;
 
 pub use error::GraphError;
 pub use graph::{Edge, EdgeKind, Graph};
+pub use kiln_util::suggest;
 pub use plan::{Plan, PlannedTarget};
 pub use reference::{ImageRef, normalize_reference};
-pub use suggest::suggest;
 pub use target::PlanTarget;

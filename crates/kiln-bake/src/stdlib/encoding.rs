@@ -23,6 +23,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use base64::Engine as _;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 
+use super::goquote::go_quote_bytes;
 use super::{FuncError, Function, Param};
 use crate::value::{Type, Value};
 
@@ -136,67 +137,6 @@ fn gocty_int(v: &Value) -> Result<i64, String> {
 fn gocty_int_arg(args: &[Value], i: usize) -> Result<i64, String> {
     args.get(i)
         .map_or_else(|| Err(GOCTY_INT_ERR.to_string()), gocty_int)
-}
-
-/// Go's `strconv.Quote` (what `%q` prints), over bytes that may not be UTF-8.
-fn go_quote(bytes: &[u8]) -> String {
-    let mut out = String::from("\"");
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '"' => out.push_str("\\\""),
-                '\\' => out.push_str("\\\\"),
-                '\u{7}' => out.push_str("\\a"),
-                '\u{8}' => out.push_str("\\b"),
-                '\u{c}' => out.push_str("\\f"),
-                '\n' => out.push_str("\\n"),
-                '\r' => out.push_str("\\r"),
-                '\t' => out.push_str("\\t"),
-                '\u{b}' => out.push_str("\\v"),
-                c if go_is_print(c) => out.push(c),
-                c if u32::from(c) < 0x80 => {
-                    let _ = write!(out, "\\x{:02x}", u32::from(c));
-                }
-                c if u32::from(c) < 0x10000 => {
-                    let _ = write!(out, "\\u{:04x}", u32::from(c));
-                }
-                c => {
-                    let _ = write!(out, "\\U{:08x}", u32::from(c));
-                }
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint`: letters, marks, numbers,
-/// punctuation, symbols and the ASCII space.
-fn go_is_print(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(
-            c,
-            '\u{ad}'
-                | '\u{600}'..='\u{605}'
-                | '\u{61c}'
-                | '\u{6dd}'
-                | '\u{70f}'
-                | '\u{180e}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{206f}'
-                | '\u{feff}'
-                | '\u{fff9}'..='\u{fffb}'
-                | '\u{e000}'..='\u{f8ff}'
-                | '\u{f0000}'..='\u{10ffff}'
-        ))
 }
 
 /// The `time` package's own `quote` (used in `time.ParseDuration` errors):
@@ -571,7 +511,7 @@ fn rsadecrypt(args: &[Value]) -> Result<Value, FuncError> {
     let ciphertext = go_base64_decode(s.as_bytes()).ok_or_else(|| {
         FuncError::failed(format!(
             "failed to decode input {}: cipher text must be base64-encoded",
-            go_quote(s.as_bytes())
+            go_quote_bytes(s.as_bytes())
         ))
     })?;
     let block = pem_decode(key.as_bytes())
@@ -606,7 +546,7 @@ fn go_uuid_parse(s: &str) -> Result<uuid::Uuid, String> {
         36 => b,
         45 => {
             if !b[..9].eq_ignore_ascii_case(b"urn:uuid:") {
-                return Err(format!("invalid urn prefix: {}", go_quote(&b[..9])));
+                return Err(format!("invalid urn prefix: {}", go_quote_bytes(&b[..9])));
             }
             &b[9..]
         }
@@ -1547,7 +1487,7 @@ fn cty_timestamp_error(e: &ParseErr) -> String {
             } else {
                 format!(
                     "{PREFIX}: found {} where \"{}\" is expected",
-                    go_quote(&e.value_elem),
+                    go_quote_bytes(&e.value_elem),
                     e.layout_elem
                 )
             };
@@ -1557,7 +1497,10 @@ fn cty_timestamp_error(e: &ParseErr) -> String {
     if e.value_elem.is_empty() {
         format!("{PREFIX}: end of string before {what}")
     } else {
-        format!("{PREFIX}: cannot use {} as {what}", go_quote(&e.value_elem))
+        format!(
+            "{PREFIX}: cannot use {} as {what}",
+            go_quote_bytes(&e.value_elem)
+        )
     }
 }
 
@@ -1624,7 +1567,10 @@ fn render_date_format(format: &str, t: GoTime) -> Result<String, FuncError> {
             let sep = if detail.is_empty() { "" } else { ": " };
             FuncError::arg(
                 0,
-                format!("invalid date format verb {}{sep}{detail}", go_quote(tok)),
+                format!(
+                    "invalid date format verb {}{sep}{detail}",
+                    go_quote_bytes(tok)
+                ),
             )
         };
         if tok[0] == b'\'' {

@@ -14,6 +14,7 @@ use crate::value::{Type, Value, convert};
 
 mod collections;
 mod encoding;
+mod goquote;
 mod numeric;
 mod text;
 

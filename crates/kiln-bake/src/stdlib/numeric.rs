@@ -11,6 +11,7 @@
 //! zero, `log(0, 10)`, `pow(-8, 0.5)`) is an error instead of an infinity.
 //! Everything else follows cty, including its error wording.
 
+use super::goquote::go_quote;
 use super::{FuncError, Function, Param};
 use crate::value::{Type, Value};
 
@@ -398,67 +399,6 @@ fn parse_big_int(s: &str, base: u32) -> Option<f64> {
         None => approx,
     };
     Some(if neg { -magnitude } else { magnitude })
-}
-
-/// Go's `strconv.Quote`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if !go_printable(c) => {
-                if (c as u32) < 0x10000 {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// An approximation of Go's `strconv.IsPrint`: everything but control
-/// characters, non-ASCII spaces and the common format characters.
-fn go_printable(c: char) -> bool {
-    if c == ' ' {
-        return true;
-    }
-    !(c.is_control()
-        || c.is_whitespace()
-        || matches!(
-            c,
-            '\u{ad}'
-                | '\u{600}'..='\u{605}'
-                | '\u{61c}'
-                | '\u{6dd}'
-                | '\u{70f}'
-                | '\u{180e}'
-                | '\u{200b}'..='\u{200f}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{206f}'
-                | '\u{feff}'
-                | '\u{fff9}'..='\u{fffb}'
-                | '\u{e000}'..='\u{f8ff}'
-                | '\u{fdd0}'..='\u{fdef}'
-                | '\u{fffe}'
-                | '\u{ffff}'
-        ))
 }
 
 // ------------------------------------------------------------------ semvercmp

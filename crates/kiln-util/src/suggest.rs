@@ -9,8 +9,8 @@
 ///
 /// ```
 /// let names = ["pytorch", "pytorch-wheel", "vllm"];
-/// assert_eq!(kiln_plan::suggest("pytroch", names), Some("pytorch"));
-/// assert_eq!(kiln_plan::suggest("tensorflow", names), None);
+/// assert_eq!(kiln_util::suggest("pytroch", names), Some("pytorch"));
+/// assert_eq!(kiln_util::suggest("tensorflow", names), None);
 /// ```
 #[must_use]
 pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -31,6 +31,15 @@ pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         }
     }
     best.map(|(_, candidate)| candidate)
+}
+
+/// Optimal string alignment distance between two strings (Levenshtein plus
+/// adjacent transpositions).
+#[must_use]
+pub fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    osa_distance(&a, &b)
 }
 
 /// Optimal string alignment distance between two character sequences, in O(|a|·|b|) time

@@ -1,0 +1,5 @@
+//! kiln-util: small helpers shared by every kiln crate. Pure, no I/O.
+
+mod suggest;
+
+pub use suggest::{distance, suggest};
