@@ -265,3 +265,12 @@ fn list_targets_and_variables() {
     let o = kiln(&dir, &["print", "--list", "variables"]);
     assert!(stdout(&o).contains("TAG"));
 }
+
+#[test]
+fn unknown_link_points_at_the_context() {
+    let bake = "target \"base\" {}\ntarget \"app\" {\n  contexts = { b = \"target:bsae\" }\n}\n";
+    let dir = workspace(&[("docker-bake.hcl", bake)]);
+    let o = kiln(&dir, &["plan", "app"]);
+    assert_eq!(o.status.code(), Some(2));
+    insta::assert_snapshot!("err_unknown_link", stderr(&o));
+}
