@@ -843,8 +843,10 @@ impl Target {
             "cache-from" => entries(&self.cache_from),
             "cache-to" => entries(&self.cache_to),
             "target" => s(&self.target),
-            "secret" => entries(&self.secret),
-            "ssh" => entries(&self.ssh),
+            // Secrets and SSH entries are Go structs: fields print in
+            // declaration order, not sorted.
+            "secret" => ordered_entries(&self.secret, &["id", "src", "env"]),
+            "ssh" => ordered_entries(&self.ssh, &["id", "paths"]),
             "platforms" => strs(&self.platforms, false),
             "output" => entries(&self.output),
             "pull" => self.pull.map(J::Bool),
@@ -876,6 +878,29 @@ impl Target {
         }
         J::Object(m)
     }
+}
+
+/// Entries as JSON objects with `first` keys in that order, the rest sorted.
+fn ordered_entries(v: &Option<Vec<Entry>>, first: &[&str]) -> Option<J> {
+    let l = v.as_ref().filter(|l| !l.is_empty())?;
+    Some(J::Array(
+        l.iter()
+            .map(|e| {
+                let mut m = Map::new();
+                for k in first {
+                    if let Some(v) = e.get(*k) {
+                        m.insert((*k).to_string(), v.clone());
+                    }
+                }
+                for (k, v) in e {
+                    if !first.contains(&k.as_str()) {
+                        m.insert(k.clone(), v.clone());
+                    }
+                }
+                J::Object(m)
+            })
+            .collect(),
+    ))
 }
 
 fn merge_by_key(a: &mut Vec<Entry>, b: &[Entry], key: &str) {
