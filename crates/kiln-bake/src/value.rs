@@ -414,8 +414,11 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
             _ => Err(format!("{}bool required", path_prefix(path))),
         },
         Type::List(et) | Type::Set(et) => {
-            let elems = match v {
-                Value::List(_, e) | Value::Set(_, e) | Value::Tuple(e) => e,
+            // A typed collection keeps its element type when converted to
+            // `list(any)`/`set(any)`, even when empty (as cty does).
+            let (source_ety, elems) = match v {
+                Value::List(t, e) | Value::Set(t, e) => (Some(t), e),
+                Value::Tuple(e) => (None, e),
                 _ => {
                     return Err(format!(
                         "{}{} required",
@@ -425,17 +428,21 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
                 }
             };
             let ety = if **et == Type::Dynamic {
-                unify_values(&elems).ok_or_else(|| {
-                    format!(
-                        "{}all {} elements must have the same type",
-                        path_prefix(path),
-                        if matches!(ty, Type::List(_)) {
-                            "list"
-                        } else {
-                            "set"
-                        }
-                    )
-                })?
+                if let Some(t) = source_ety.filter(|t| *t != Type::Dynamic) {
+                    t
+                } else {
+                    unify_values(&elems).ok_or_else(|| {
+                        format!(
+                            "{}all {} elements must have the same type",
+                            path_prefix(path),
+                            if matches!(ty, Type::List(_)) {
+                                "list"
+                            } else {
+                                "set"
+                            }
+                        )
+                    })?
+                }
             } else {
                 (**et).clone()
             };
@@ -451,8 +458,9 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
             })
         }
         Type::Map(et) => {
-            let entries = match v {
-                Value::Map(_, m) | Value::Object(m) => m,
+            let (source_ety, entries) = match v {
+                Value::Map(t, m) => (Some(t), m),
+                Value::Object(m) => (None, m),
                 _ => {
                     return Err(format!(
                         "{}map of {} required",
@@ -463,12 +471,16 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
             };
             let vals: Vec<Value> = entries.values().cloned().collect();
             let ety = if **et == Type::Dynamic {
-                unify_values(&vals).ok_or_else(|| {
-                    format!(
-                        "{}all map elements must have the same type",
-                        path_prefix(path)
-                    )
-                })?
+                if let Some(t) = source_ety.filter(|t| *t != Type::Dynamic) {
+                    t
+                } else {
+                    unify_values(&vals).ok_or_else(|| {
+                        format!(
+                            "{}all map elements must have the same type",
+                            path_prefix(path)
+                        )
+                    })?
+                }
             } else {
                 (**et).clone()
             };
@@ -706,6 +718,15 @@ mod tests {
         assert_eq!(v.as_entries().unwrap().len(), 1);
         t.insert("c".to_string(), Type::String);
         assert!(convert(Value::Object(m), &Type::Object(t)).is_err());
+    }
+
+    #[test]
+    fn empty_typed_collections_keep_their_element_type() {
+        let empty = Value::set_of(Type::String, vec![]);
+        let v = convert(empty, &Type::set(Type::Dynamic)).unwrap();
+        assert_eq!(v.ty(), Type::set(Type::String));
+        let m = Value::Map(Type::Number, BTreeMap::new());
+        assert_eq!(convert(m, &Type::map(Type::Dynamic)).unwrap().ty(), Type::map(Type::Number));
     }
 
     #[test]
