@@ -726,7 +726,10 @@ mod tests {
         let v = convert(empty, &Type::set(Type::Dynamic)).unwrap();
         assert_eq!(v.ty(), Type::set(Type::String));
         let m = Value::Map(Type::Number, BTreeMap::new());
-        assert_eq!(convert(m, &Type::map(Type::Dynamic)).unwrap().ty(), Type::map(Type::Number));
+        assert_eq!(
+            convert(m, &Type::map(Type::Dynamic)).unwrap().ty(),
+            Type::map(Type::Number)
+        );
     }
 
     #[test]

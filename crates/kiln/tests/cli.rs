@@ -274,3 +274,16 @@ fn unknown_link_points_at_the_context() {
     assert_eq!(o.status.code(), Some(2));
     insta::assert_snapshot!("err_unknown_link", stderr(&o));
 }
+
+#[test]
+fn nothing_to_do_by_default_says_what_to_name() {
+    let dir = workspace(&[(
+        "docker-bake.hcl",
+        "target \"a\" {}\ntarget \"_hidden\" {}\n",
+    )]);
+    let o = kiln(&dir, &["plan"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("no `default` group or target"), "{e}");
+    assert!(e.contains("hint: name what to build, e.g. `a`"), "{e}");
+}

@@ -18,7 +18,7 @@ pub fn load(s: &BakeSettings) -> Result<Bake, CliError> {
 pub fn check_requested(bake: &Bake, requested: &[String]) -> Result<(), CliError> {
     for r in requested {
         let n = r.replace('.', "_");
-        if n.contains(['*', '?', '[']) || n == "default" {
+        if n.contains(['*', '?', '[']) {
             continue;
         }
         let known = bake.config.targets.iter().any(|t| t.name == n)
@@ -30,6 +30,20 @@ pub fn check_requested(bake: &Bake, requested: &[String]) -> Result<(), CliError
                 .iter()
                 .map(|t| t.name.as_str())
                 .chain(bake.config.groups.iter().map(|g| g.name.as_str()));
+            if n == "default" {
+                let mut names: Vec<&str> =
+                    bake.config.groups.iter().map(|g| g.name.as_str()).collect();
+                names.extend(
+                    bake.config
+                        .targets
+                        .iter()
+                        .map(|t| t.name.as_str())
+                        .filter(|t| !t.starts_with('_')),
+                );
+                names.truncate(8);
+                return Err(CliError::usage("the files define no `default` group or target, so there is nothing to do by default")
+                    .with_hint(format!("name what to build, e.g. `{}`; `kiln print --list targets` lists them", names.join(" "))));
+            }
             let mut err = CliError::usage(format!("unknown target or group {r:?}"));
             err = match kiln_bake::suggest::suggest(&n, names) {
                 Some(s) => err.with_hint(format!(
@@ -45,7 +59,11 @@ pub fn check_requested(bake: &Bake, requested: &[String]) -> Result<(), CliError
 
 /// Resolves requested names with overrides (`ReadTargets`).
 pub fn resolve(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<Resolved, CliError> {
-    check_requested(bake, requested)?;
+    if requested.is_empty() {
+        check_requested(bake, &["default".to_string()])?;
+    } else {
+        check_requested(bake, requested)?;
+    }
     bake.resolve(requested, &s.sets, &s.opts)
         .map_err(|e| locate_resolve_error(bake, e))
 }

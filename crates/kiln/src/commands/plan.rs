@@ -78,9 +78,16 @@ pub fn build_plan(
 ) -> Result<(Graph, Plan), CliError> {
     let r = super::resolve(bake, s, requested)?;
     let all: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
-    let full = bake
-        .resolve(&all, &s.sets, &s.opts)
-        .unwrap_or_else(|_| r.clone());
+    // Targets outside the request matter when a requested one names their
+    // tag. If some unrelated target cannot be resolved, plan with what was
+    // requested and say that image-reference edges may be incomplete.
+    let full = bake.resolve(&all, &s.sets, &s.opts).unwrap_or_else(|e| {
+        eprintln!(
+            "warning: not every target in the files resolves ({}); dependencies through image references to targets outside the request may be missing",
+            e.to_string().lines().next().unwrap_or_default()
+        );
+        r.clone()
+    });
     let mut targets: Vec<PlanTarget> = bake
         .config
         .targets
