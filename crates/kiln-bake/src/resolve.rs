@@ -777,6 +777,86 @@ fn link_edge(out: &mut Resolved, name: &str, dep: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    fn resolve(src: &str, sets: &[&str], req: &[&str]) -> Result<Resolved, String> {
+        let opts = crate::Options::default();
+        let bake =
+            crate::load(vec![("t.hcl".into(), src.into())], &opts).map_err(|e| e.to_string())?;
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
+        read_targets(&bake.config, &req, &sets, &opts)
+    }
+
+    #[test]
+    fn documented_set_keys_work_where_buildx_is_broken() {
+        let src = "target \"a\" {\n  no-cache-filter = [\"x\"]\n  ulimits = [\"nofile=1:1\"]\n}\n";
+        let r = resolve(
+            src,
+            &[
+                "a.network=host",
+                "a.no-cache-filter+=y",
+                "a.ulimits=nproc=2:2",
+            ],
+            &["a"],
+        )
+        .unwrap();
+        let t = &r.targets["a"];
+        assert_eq!(t.network.as_deref(), Some("host"), "network is a scalar");
+        assert_eq!(
+            t.entitlements.as_deref(),
+            Some(&["network.host".to_string()][..])
+        );
+        assert_eq!(
+            t.no_cache_filter.as_deref(),
+            Some(&["x".to_string(), "y".to_string()][..])
+        );
+        assert_eq!(t.ulimits.as_deref(), Some(&["nproc=2:2".to_string()][..]));
+    }
+
+    #[test]
+    fn set_errors() {
+        let src = "target \"a\" {}\n";
+        assert!(
+            resolve(src, &["nope.tags=x"], &["a"])
+                .unwrap_err()
+                .contains("could not find any target matching 'nope'")
+        );
+        assert!(
+            resolve(src, &["a.bogus=x"], &["a"])
+                .unwrap_err()
+                .contains("unknown key: bogus")
+        );
+        assert!(
+            resolve(src, &["a.context"], &["a"])
+                .unwrap_err()
+                .contains("expected target.name=value")
+        );
+        assert!(
+            resolve(src, &["a.no-cache=maybe"], &["a"])
+                .unwrap_err()
+                .contains("no-cache")
+        );
+    }
+
+    #[test]
+    fn inherits_cycles_are_tolerated_like_buildx() {
+        let src = "target \"a\" {\n  inherits = [\"b\"]\n  tags = [\"a\"]\n}\ntarget \"b\" {\n  inherits = [\"a\"]\n}\n";
+        let r = resolve(src, &[], &["a"]).unwrap();
+        assert_eq!(r.targets["a"].tags.as_deref(), Some(&["a".to_string()][..]));
+    }
+
+    #[test]
+    fn deep_inherits_are_refused_not_overflowing() {
+        let mut src = String::from("target \"t0\" {}\n");
+        for i in 1..200 {
+            src.push_str(&format!(
+                "target \"t{i}\" {{\n  inherits = [\"t{}\"]\n}}\n",
+                i - 1
+            ));
+        }
+        let e = resolve(&src, &[], &["t199"]).unwrap_err();
+        assert!(e.contains("inherits chain is deeper than"), "{e}");
+    }
+
     #[test]
     fn glob() {
         assert!(glob_match("*", "abc"));
