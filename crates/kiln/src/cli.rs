@@ -18,6 +18,8 @@ pub enum Command {
     Print(PrintArgs),
     /// Show the build graph: targets in build order with their dependencies.
     Plan(PlanArgs),
+    /// Build targets (and everything they need) on the local engine.
+    Build(BuildArgs),
 }
 
 /// Inputs shared by every command that reads bake files.
@@ -79,4 +81,38 @@ pub enum Format {
 pub enum GraphFormat {
     Mermaid,
     Dot,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    /// How many targets build at once.
+    #[arg(long, short = 'j', default_value_t = 2)]
+    pub jobs: usize,
+    /// Stop everything at the first failure (default: finish independent targets).
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Push every target's tags to their registries.
+    #[arg(long)]
+    pub push: bool,
+    /// Progress on stderr: bars on a terminal, otherwise plain lines; or JSON events.
+    #[arg(long, value_enum, default_value_t = Progress::Auto)]
+    pub progress: Progress,
+    /// The run summary on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// The Docker engine (default: $DOCKER_HOST, then scripts/dev-env's socket).
+    #[arg(long, value_name = "URL")]
+    pub host: Option<String>,
+    /// Targets or groups to build (default: `default`).
+    #[arg(value_name = "TARGET|GROUP")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Progress {
+    Auto,
+    Plain,
+    Json,
 }

@@ -64,5 +64,20 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             };
             commands::plan::run(s, out)
         }
+        Command::Build(a) => {
+            let bake = BakeSettings::resolve(&a.bake)?;
+            let endpoint = commands::build::resolve_endpoint(a.host.as_deref(), &bake.cwd);
+            let s = commands::build::BuildSettings {
+                bake,
+                targets: a.targets,
+                jobs: a.jobs,
+                fail_fast: a.fail_fast,
+                push: a.push,
+                progress: a.progress,
+                format: a.format,
+                endpoint,
+            };
+            commands::build::run(s, out)
+        }
     }
 }

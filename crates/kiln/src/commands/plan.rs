@@ -71,11 +71,19 @@ fn graph_error(bake: &Bake, e: GraphError) -> CliError {
 
 /// Builds the graph over every target of the files (so that references to
 /// tags another target produces become edges) and plans the requested ones.
+/// A plan with the graph it came from and the resolved targets.
+pub struct Planned {
+    pub graph: Graph,
+    pub plan: Plan,
+    /// Resolved bake targets by name (every target of the plan is here).
+    pub targets: std::collections::BTreeMap<String, kiln_bake::Target>,
+}
+
 pub fn build_plan(
     bake: &Bake,
     s: &BakeSettings,
     requested: &[String],
-) -> Result<(Graph, Plan), CliError> {
+) -> Result<Planned, CliError> {
     let r = super::resolve(bake, s, requested)?;
     let all: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
     // Targets outside the request matter when a requested one names their
@@ -105,12 +113,23 @@ pub fn build_plan(
     let graph = Graph::new(targets).map_err(|e| graph_error(bake, e))?;
     let wanted: Vec<&str> = r.order.iter().map(String::as_str).collect();
     let plan = Plan::new(&graph, &wanted).map_err(|e| graph_error(bake, e))?;
-    Ok((graph, plan))
+    let mut resolved = full.targets;
+    resolved.extend(r.targets);
+    let targets = plan
+        .targets
+        .iter()
+        .filter_map(|t| resolved.remove(&t.name).map(|x| (t.name.clone(), x)))
+        .collect();
+    Ok(Planned {
+        graph,
+        plan,
+        targets,
+    })
 }
 
 pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = super::load(&s.bake)?;
-    let (graph, plan) = build_plan(&bake, &s.bake, &s.targets)?;
+    let Planned { graph, plan, .. } = build_plan(&bake, &s.bake, &s.targets)?;
     let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
     let text = match (s.graph, s.format) {
         (Some(GraphFormat::Mermaid), _) => graph.render_mermaid(&names),

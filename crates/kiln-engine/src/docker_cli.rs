@@ -1,0 +1,214 @@
+//! The docker CLI driver: builds through the Debian docker CLI's built-in
+//! BuildKit client (`DOCKER_BUILDKIT=1 docker build`), used for targets with
+//! secrets, which the Engine API's `/build` cannot carry. The CLI applies
+//! `.dockerignore` itself and streams `--progress=plain`, parsed into the
+//! same events as the Engine API driver. Secret values are read by the CLI
+//! from the files or environment variables the bake file names; kiln never
+//! reads, logs or stores them.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::error::EngineError;
+use crate::events::Reporter;
+use crate::local::{Built, Failed};
+use crate::spec::{BuildSpec, Endpoint};
+use crate::steps::{PlainParser, StepTracker};
+
+/// The command line for one build (without the program), for tests and docs.
+pub fn args(
+    endpoint: &Endpoint,
+    spec: &BuildSpec,
+    dockerfile_path: &str,
+    build_args: &BTreeMap<String, String>,
+    build_tag: &str,
+    iidfile: &str,
+) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "-H".into(),
+        endpoint.host.clone(),
+        "build".into(),
+        "--progress=plain".into(),
+    ];
+    a.extend([
+        "-f".into(),
+        dockerfile_path.into(),
+        "-t".into(),
+        build_tag.into(),
+        "--iidfile".into(),
+        iidfile.into(),
+    ]);
+    for (k, v) in build_args {
+        a.extend(["--build-arg".into(), format!("{k}={v}")]);
+    }
+    for (k, v) in &spec.labels {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    for s in &spec.secrets {
+        let mut v = format!("id={}", s.id);
+        if let Some(src) = &s.src {
+            v.push_str(&format!(",src={}", src.display()));
+        } else if let Some(env) = &s.env {
+            v.push_str(&format!(",env={env}"));
+        }
+        a.extend(["--secret".into(), v]);
+    }
+    if let Some(t) = &spec.target {
+        a.extend(["--target".into(), t.clone()]);
+    }
+    if let Some(n) = &spec.network {
+        a.extend(["--network".into(), n.clone()]);
+    }
+    if let Some(p) = spec.platforms.first() {
+        a.extend(["--platform".into(), p.clone()]);
+    }
+    if spec.no_cache {
+        a.push("--no-cache".into());
+    }
+    a.push(spec.context.display().to_string());
+    a
+}
+
+/// Builds `spec` with the docker CLI.
+pub async fn build(
+    endpoint: &Endpoint,
+    spec: &BuildSpec,
+    dockerfile: &str,
+    build_args: &BTreeMap<String, String>,
+    build_tag: &str,
+    reporter: &dyn Reporter,
+) -> Result<Result<Built, Failed>, EngineError> {
+    let tmp = std::env::temp_dir().join(format!(
+        "kiln-{}-{}-{}",
+        std::process::id(),
+        spec.name,
+        unique()
+    ));
+    std::fs::create_dir_all(&tmp).map_err(|e| EngineError::io(tmp.display().to_string(), e))?;
+    let df = tmp.join("Dockerfile");
+    std::fs::write(&df, dockerfile).map_err(|e| EngineError::io(df.display().to_string(), e))?;
+    let iid = tmp.join("iid");
+    let argv = args(
+        endpoint,
+        spec,
+        &df.display().to_string(),
+        build_args,
+        build_tag,
+        &iid.display().to_string(),
+    );
+    let mut child = tokio::process::Command::new(&endpoint.docker_cli)
+        .args(&argv)
+        .env("DOCKER_BUILDKIT", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            EngineError::Input(format!(
+                "cannot run the docker CLI {} (needed for targets with secrets): {e}",
+                endpoint.docker_cli.display()
+            ))
+        })?;
+    let mut tracker = StepTracker::new(&spec.name);
+    let mut parser = PlainParser::default();
+    let mut tail: Vec<String> = Vec::new();
+    if let Some(err) = child.stderr.take() {
+        let mut lines = BufReader::new(err).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            for e in parser.line(&mut tracker, &line) {
+                reporter.event(&e);
+            }
+            if tail.len() == 40 {
+                tail.remove(0);
+            }
+            tail.push(line);
+        }
+    }
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| EngineError::io("waiting for the docker CLI", e))?;
+    let image_id = std::fs::read_to_string(&iid)
+        .ok()
+        .map(|s| s.trim().to_string());
+    let _ = std::fs::remove_dir_all(&tmp);
+    match (status.success(), image_id) {
+        (true, Some(id)) if !id.is_empty() => Ok(Ok(Built {
+            image_id: id,
+            steps: tracker.counts(),
+        })),
+        _ => {
+            let (step, message, log_tail) = match tracker.failure() {
+                Some((s, m, logs)) => (Some(s), m, logs),
+                None => {
+                    let last = tail
+                        .iter()
+                        .rev()
+                        .find(|l| !l.trim().is_empty())
+                        .cloned()
+                        .unwrap_or_else(|| format!("docker build exited with {status}"));
+                    (None, last, tail.clone())
+                }
+            };
+            if message.contains("Cannot connect to the Docker daemon") {
+                return Err(EngineError::Unreachable {
+                    endpoint: endpoint.host.clone(),
+                    detail: message,
+                });
+            }
+            Ok(Err(Failed {
+                message,
+                step,
+                log_tail,
+                steps: tracker.counts(),
+            }))
+        }
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SecretSpec;
+
+    #[test]
+    fn command_line_carries_secrets_by_reference_only() {
+        let ep = Endpoint {
+            host: "unix:///tmp/d.sock".into(),
+            docker_cli: "/usr/bin/docker".into(),
+        };
+        let spec = BuildSpec {
+            name: "app".into(),
+            context: "/ctx".into(),
+            network: Some("host".into()),
+            secrets: vec![SecretSpec {
+                id: "tok".into(),
+                src: None,
+                env: Some("PIP_TOKEN".into()),
+            }],
+            ..BuildSpec::default()
+        };
+        let a = args(
+            &ep,
+            &spec,
+            "/tmp/Dockerfile",
+            &[("A".to_string(), "1".to_string())].into(),
+            "kiln.local/app:build",
+            "/tmp/iid",
+        );
+        let line = a.join(" ");
+        assert!(line.contains("--secret id=tok,env=PIP_TOKEN"), "{line}");
+        assert!(line.contains("--network host"), "{line}");
+        assert!(line.contains("--build-arg A=1"), "{line}");
+        assert!(line.ends_with("/ctx"), "{line}");
+    }
+}

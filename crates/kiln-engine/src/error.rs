@@ -1,0 +1,30 @@
+//! Engine errors, classified so the CLI can map them to exit codes.
+
+/// Why a build (or the engine) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The daemon could not be reached.
+    #[error("cannot reach the Docker engine at {endpoint}: {detail}")]
+    Unreachable { endpoint: String, detail: String },
+    /// The build's inputs are wrong (Dockerfile, contexts, platforms...).
+    #[error("{0}")]
+    Input(String),
+    /// The build ran and failed.
+    #[error("{0}")]
+    Build(String),
+    /// Local I/O failed (reading the context, temp files).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+impl EngineError {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        EngineError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

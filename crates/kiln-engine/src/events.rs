@@ -1,0 +1,71 @@
+//! Progress events: what the engine reports while it runs. The CLI renders
+//! them (bars, plain lines or JSON lines); tests collect them.
+
+use serde::Serialize;
+
+/// One step's state change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepState {
+    Started,
+    Cached,
+    Done,
+    Error,
+}
+
+/// A progress event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// A target started building with the named driver.
+    TargetStarted { target: String, driver: String },
+    /// A build step (a BuildKit vertex) changed state.
+    Step {
+        target: String,
+        step: String,
+        state: StepState,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        duration_s: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A line of a step's output.
+    Log {
+        target: String,
+        step: String,
+        line: String,
+    },
+    /// A target finished (built, failed or skipped).
+    TargetFinished {
+        target: String,
+        status: String,
+        duration_s: f64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        image: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// An image was pushed.
+    Pushed {
+        target: String,
+        reference: String,
+        digest: String,
+    },
+}
+
+/// Receives events; implementations must be cheap and never block long.
+pub trait Reporter: Send + Sync {
+    fn event(&self, e: &Event);
+}
+
+/// A reporter that keeps every event (for tests).
+#[derive(Default)]
+pub struct Collect(pub std::sync::Mutex<Vec<Event>>);
+
+impl Reporter for Collect {
+    fn event(&self, e: &Event) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(e.clone());
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The local engine driver: BuildKit builds through the Docker Engine API
+//! (`POST /build?version=2` with a session, via `bollard`), tagging, pushing
+//! and image lookups.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use bollard::Docker;
+use bollard::models::BuildInfoAux;
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, BuilderVersion, PushImageOptionsBuilder, TagImageOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use crate::context;
+use crate::error::EngineError;
+use crate::events::Reporter;
+use crate::spec::{BuildSpec, Endpoint};
+use crate::steps::{StepCounts, StepTracker};
+
+/// The result of one successful build.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// `sha256:...` image id.
+    pub image_id: String,
+    pub steps: StepCounts,
+}
+
+/// A failed build with what the user needs to see.
+#[derive(Clone, Debug)]
+pub struct Failed {
+    pub message: String,
+    pub step: Option<String>,
+    pub log_tail: Vec<String>,
+    pub steps: StepCounts,
+}
+
+/// A connected local engine.
+#[derive(Clone)]
+pub struct LocalEngine {
+    docker: Docker,
+    pub endpoint: Endpoint,
+    /// `os/arch` of the engine (`linux/amd64`).
+    pub platform: String,
+}
+
+/// Seconds of a protobuf timestamp (`seconds`, `nanos`).
+macro_rules! secs {
+    ($ts:expr) => {
+        $ts.as_ref()
+            .map(|t| t.seconds as f64 + f64::from(t.nanos) / 1e9)
+    };
+}
+
+impl LocalEngine {
+    /// Connects and checks that the engine answers.
+    pub async fn connect(endpoint: Endpoint) -> Result<LocalEngine, EngineError> {
+        let unreachable = |detail: String| EngineError::Unreachable {
+            endpoint: endpoint.host.clone(),
+            detail,
+        };
+        let docker = if let Some(path) = endpoint.host.strip_prefix("unix://") {
+            Docker::connect_with_unix(path, 600, bollard::API_DEFAULT_VERSION)
+        } else {
+            Docker::connect_with_http(
+                &endpoint.host.replacen("tcp://", "http://", 1),
+                600,
+                bollard::API_DEFAULT_VERSION,
+            )
+        }
+        .map_err(|e| unreachable(e.to_string()))?;
+        docker
+            .ping()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let v = docker
+            .version()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let platform = format!(
+            "{}/{}",
+            v.os.unwrap_or_else(|| "linux".into()),
+            v.arch.unwrap_or_else(|| "amd64".into())
+        );
+        Ok(LocalEngine {
+            docker,
+            endpoint,
+            platform,
+        })
+    }
+
+    /// Whether an image reference or id exists locally.
+    pub async fn image_id(&self, reference: &str) -> Option<String> {
+        self.docker
+            .inspect_image(reference)
+            .await
+            .ok()
+            .and_then(|i| i.id)
+    }
+
+    /// Tags `image` as `reference` (`repo[:tag]`).
+    pub async fn tag(&self, image: &str, reference: &str) -> Result<(), EngineError> {
+        let (repo, tag) = split_reference(reference);
+        let opts = TagImageOptionsBuilder::default()
+            .repo(&repo)
+            .tag(&tag)
+            .build();
+        self.docker
+            .tag_image(image, Some(opts))
+            .await
+            .map_err(|e| EngineError::Build(format!("tagging {image} as {reference}: {e}")))
+    }
+
+    /// Pushes `reference`; returns the registry digest.
+    pub async fn push(&self, reference: &str) -> Result<String, EngineError> {
+        let (repo, tag) = split_reference(reference);
+        let opts = PushImageOptionsBuilder::default().tag(&tag).build();
+        let mut s = self.docker.push_image(&repo, Some(opts), None);
+        let mut digest = None;
+        while let Some(item) = s.next().await {
+            let info = item.map_err(|e| EngineError::Build(format!("pushing {reference}: {e}")))?;
+            if let Some(err) = info.error_detail.and_then(|d| d.message) {
+                return Err(EngineError::Build(format!("pushing {reference}: {err}")));
+            }
+            if let Some(st) = info.status.as_deref() {
+                // "<tag>: digest: sha256:... size: N"
+                if let Some(i) = st.find("digest: ") {
+                    let d = st[i + 8..].split_whitespace().next().unwrap_or("");
+                    if d.starts_with("sha256:") {
+                        digest = Some(d.to_string());
+                    }
+                }
+            }
+        }
+        digest.ok_or_else(|| {
+            EngineError::Build(format!(
+                "pushing {reference}: the registry returned no digest"
+            ))
+        })
+    }
+
+    /// Builds `spec` with `dockerfile` (already rewritten) and `args`.
+    pub async fn build(
+        &self,
+        spec: &BuildSpec,
+        dockerfile: &str,
+        args: &std::collections::BTreeMap<String, String>,
+        build_tag: &str,
+        reporter: &dyn Reporter,
+    ) -> Result<Result<Built, Failed>, EngineError> {
+        let entries = context::list(&spec.context, None)?;
+        let tar = context::tar(&spec.context, &entries, dockerfile)?;
+        let mut b = BuildImageOptionsBuilder::default()
+            .dockerfile(context::DOCKERFILE_IN_TAR)
+            .t(build_tag)
+            .rm(true)
+            .nocache(spec.no_cache)
+            .version(BuilderVersion::BuilderBuildKit)
+            .session(&format!("kiln-{}-{}", spec.name, std::process::id()))
+            .buildargs(
+                &args
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<HashMap<_, _>>(),
+            )
+            .labels(
+                &spec
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<HashMap<_, _>>(),
+            );
+        if let Some(t) = &spec.target {
+            b = b.target(t);
+        }
+        if let Some(n) = &spec.network {
+            b = b.networkmode(n);
+        }
+        if let Some(p) = spec.platforms.first() {
+            b = b.platform(p);
+        }
+        let opts = b.build();
+        let started = Instant::now();
+        let mut tracker = StepTracker::new(&spec.name);
+        let mut stream = self
+            .docker
+            .build_image(opts, None, Some(bollard::body_full(tar.into())));
+        let mut image_id = None;
+        let mut error = None;
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(e) = info.error_detail.and_then(|d| d.message) {
+                        error = Some(e);
+                    }
+                    match info.aux {
+                        Some(BuildInfoAux::BuildKit(st)) => {
+                            for v in &st.vertexes {
+                                let err = (!v.error.is_empty()).then_some(v.error.as_str());
+                                for e in tracker.vertex(
+                                    &v.digest,
+                                    &v.name,
+                                    v.cached,
+                                    secs!(v.started),
+                                    secs!(v.completed),
+                                    err,
+                                ) {
+                                    reporter.event(&e);
+                                }
+                            }
+                            for l in &st.logs {
+                                for e in tracker.log(&l.vertex, &l.msg) {
+                                    reporter.event(&e);
+                                }
+                            }
+                        }
+                        Some(BuildInfoAux::Default(id)) => image_id = id.id,
+                        None => {}
+                    }
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    if is_connection_error(&msg) {
+                        return Err(EngineError::Unreachable {
+                            endpoint: self.endpoint.host.clone(),
+                            detail: msg,
+                        });
+                    }
+                    error = Some(msg);
+                    break;
+                }
+            }
+        }
+        let _ = started;
+        if let Some(message) = error {
+            let (step, log_tail) = match tracker.failure() {
+                Some((s, _, logs)) => (Some(s), logs),
+                None => (None, Vec::new()),
+            };
+            return Ok(Err(Failed {
+                message: clean_error(&message),
+                step,
+                log_tail,
+                steps: tracker.counts(),
+            }));
+        }
+        let image_id = match image_id {
+            Some(id) => id,
+            None => self.image_id(build_tag).await.ok_or_else(|| {
+                EngineError::Build(format!("build of {} finished without an image", spec.name))
+            })?,
+        };
+        Ok(Ok(Built {
+            image_id,
+            steps: tracker.counts(),
+        }))
+    }
+}
+
+fn is_connection_error(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("connection refused")
+        || m.contains("no such file or directory") && m.contains("sock")
+        || m.contains("broken pipe")
+}
+
+/// Strips bollard's wrapper text from a daemon error.
+pub fn clean_error(msg: &str) -> String {
+    msg.trim_start_matches("Docker stream error: ")
+        .trim()
+        .to_string()
+}
+
+/// Splits `repo[:tag]` (a registry port is not a tag); no tag means `latest`.
+pub fn split_reference(r: &str) -> (String, String) {
+    let (name, digest) = match r.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (r, None),
+    };
+    if let Some(d) = digest {
+        return (name.to_string(), d.to_string());
+    }
+    let slash = name.rfind('/').map(|i| i + 1).unwrap_or(0);
+    match name[slash..].rfind(':') {
+        Some(i) => (
+            name[..slash + i].to_string(),
+            name[slash + i + 1..].to_string(),
+        ),
+        None => (name.to_string(), "latest".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_split_at_the_tag_not_the_port() {
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b:1.0"),
+            ("127.0.0.1:5000/a/b".into(), "1.0".into())
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a/b"),
+            ("127.0.0.1:5000/a/b".into(), "latest".into())
+        );
+        assert_eq!(
+            split_reference("busybox"),
+            ("busybox".into(), "latest".into())
+        );
+    }
+}

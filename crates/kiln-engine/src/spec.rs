@@ -1,0 +1,65 @@
+//! What the engine is asked to build: one [`BuildSpec`] per target, already
+//! resolved from the bake files and ordered by the plan.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Where a named context comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ContextSource {
+    /// `target:NAME`: another target of this run.
+    Target { name: String },
+    /// `docker-image://REF`; `producer` is the target of this run whose tag
+    /// `REF` is, if any (it is then handed over by that target's output).
+    Image {
+        reference: String,
+        producer: Option<String>,
+    },
+    /// A local directory (`./dir`): needs named-context support in BuildKit.
+    Local { path: String },
+}
+
+/// A BuildKit secret: its id and where its value comes from. Values are
+/// never read or stored by kiln; the docker CLI reads them at build time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SecretSpec {
+    pub id: String,
+    pub src: Option<PathBuf>,
+    pub env: Option<String>,
+}
+
+/// One target to build.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BuildSpec {
+    pub name: String,
+    /// The build context directory (absolute).
+    pub context: PathBuf,
+    /// The Dockerfile (absolute path), unless `dockerfile_inline` is set.
+    pub dockerfile: PathBuf,
+    pub dockerfile_inline: Option<String>,
+    pub args: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub tags: Vec<String>,
+    /// The stage to build (`--target`).
+    pub target: Option<String>,
+    pub platforms: Vec<String>,
+    pub network: Option<String>,
+    pub no_cache: bool,
+    pub contexts: BTreeMap<String, ContextSource>,
+    pub secrets: Vec<SecretSpec>,
+    /// Targets of this run that must finish first.
+    pub deps: Vec<String>,
+    pub push: bool,
+}
+
+/// How to reach the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `unix:///path/to/docker.sock` or `tcp://host:port`.
+    pub host: String,
+    /// The docker CLI with a built-in BuildKit client (for secrets).
+    pub docker_cli: PathBuf,
+}

@@ -1,0 +1,418 @@
+//! `kiln build`: plans the requested targets and builds them on the local
+//! engine, with live progress on stderr and a run summary on stdout.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use kiln_engine::events::{Event, StepState};
+use kiln_engine::{
+    BuildSpec, ContextSource, Endpoint, EngineError, Reporter, RunOptions, SecretSpec, TargetStatus,
+};
+
+use crate::cli::{Format, Progress};
+use crate::commands::plan::{Planned, build_plan};
+use crate::error::{CliError, Kind};
+use crate::settings::BakeSettings;
+
+pub struct BuildSettings {
+    pub bake: BakeSettings,
+    pub targets: Vec<String>,
+    pub jobs: usize,
+    pub fail_fast: bool,
+    pub push: bool,
+    pub progress: Progress,
+    pub format: Format,
+    pub endpoint: Endpoint,
+}
+
+/// Where the engine is: `--host`, then `DOCKER_HOST`, then the socket
+/// `scripts/dev-env` creates in this repository, then the system socket.
+pub fn resolve_endpoint(flag: Option<&str>, cwd: &Path) -> Endpoint {
+    let docker_cli = std::env::var_os("KILN_DOCKER_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/docker"));
+    let host = flag
+        .map(String::from)
+        .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
+        .or_else(|| {
+            cwd.ancestors()
+                .map(|d| d.join(".kiln/dev-env/docker.sock"))
+                .find(|p| p.exists())
+                .map(|p| format!("unix://{}", p.display()))
+        })
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string());
+    Endpoint { host, docker_cli }
+}
+
+fn abs(cwd: &Path, p: &str) -> PathBuf {
+    let p = p.strip_prefix("cwd://").unwrap_or(p);
+    let path = Path::new(p);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    }
+}
+
+fn spec_for(planned: &Planned, name: &str, s: &BuildSettings) -> Result<BuildSpec, CliError> {
+    let t = planned
+        .targets
+        .get(name)
+        .ok_or_else(|| CliError::usage(format!("target {name} was planned but not resolved")))?;
+    let cwd = &s.bake.cwd;
+    let context_str = t.context.clone().unwrap_or_else(|| ".".into());
+    if kiln_bake::is_remote(&context_str) {
+        return Err(CliError::usage(format!(
+            "target {name}: remote build contexts ({context_str}) are not supported by the local engine driver yet"
+        )));
+    }
+    let context = abs(cwd, &context_str);
+    let df = t.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into());
+    let dockerfile = if let Some(rest) = df.strip_prefix("cwd://") {
+        cwd.join(rest)
+    } else if Path::new(&df).is_absolute() {
+        PathBuf::from(&df)
+    } else {
+        context.join(&df)
+    };
+    let mut contexts = std::collections::BTreeMap::new();
+    for (k, v) in t.contexts.clone().unwrap_or_default() {
+        let src = if let Some(n) = v.strip_prefix("target:") {
+            ContextSource::Target {
+                name: n.to_string(),
+            }
+        } else if let Some(r) = v.strip_prefix("docker-image://") {
+            let producer = planned
+                .graph
+                .producers(r)
+                .into_iter()
+                .find(|p| *p != name)
+                .map(String::from);
+            ContextSource::Image {
+                reference: r.to_string(),
+                producer,
+            }
+        } else {
+            ContextSource::Local { path: v.clone() }
+        };
+        contexts.insert(k, src);
+    }
+    let secrets = t
+        .secret
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| SecretSpec {
+            id: e
+                .get("id")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            src: e.get("src").and_then(|v| v.as_str()).map(|p| abs(cwd, p)),
+            env: e.get("env").and_then(|v| v.as_str()).map(String::from),
+        })
+        .collect();
+    let outputs_push = t.output.iter().flatten().any(|e| {
+        e.get("type").and_then(|v| v.as_str()) == Some("registry")
+            || e.get("push").and_then(|v| v.as_str()) == Some("true")
+    });
+    let strip = |m: Option<std::collections::BTreeMap<String, Option<String>>>| {
+        m.unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect()
+    };
+    Ok(BuildSpec {
+        name: name.to_string(),
+        context,
+        dockerfile,
+        dockerfile_inline: t.dockerfile_inline.clone(),
+        args: strip(t.args.clone()),
+        labels: strip(t.labels.clone()),
+        tags: t.tags.clone().unwrap_or_default(),
+        target: t.target.clone(),
+        platforms: t.platforms.clone().unwrap_or_default(),
+        network: t
+            .network
+            .clone()
+            .filter(|n| !n.is_empty() && n != "default"),
+        no_cache: t.no_cache.unwrap_or(false),
+        contexts,
+        secrets,
+        deps: planned
+            .graph
+            .deps(name)
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        push: s.push || outputs_push,
+    })
+}
+
+/// Plain lines on stderr.
+struct PlainReporter {
+    out: Mutex<std::io::Stderr>,
+}
+
+impl Reporter for PlainReporter {
+    fn event(&self, e: &Event) {
+        let line = match e {
+            Event::TargetStarted { target, driver } => format!("[{target}] building ({driver})"),
+            Event::Step {
+                target,
+                step,
+                state,
+                duration_s,
+                error,
+            } => match state {
+                StepState::Started => format!("[{target}] {step}"),
+                StepState::Cached => format!("[{target}] {step} CACHED"),
+                StepState::Done => {
+                    format!("[{target}] {step} DONE {:.1}s", duration_s.unwrap_or(0.0))
+                }
+                StepState::Error => format!(
+                    "[{target}] {step} ERROR: {}",
+                    error.clone().unwrap_or_default()
+                ),
+            },
+            Event::Log { target, line, .. } => format!("[{target}]   {line}"),
+            Event::TargetFinished {
+                target,
+                status,
+                duration_s,
+                image,
+                reason,
+            } => {
+                let extra = image.clone().or_else(|| reason.clone()).unwrap_or_default();
+                format!("[{target}] {status} in {duration_s:.1}s {extra}")
+            }
+            Event::Pushed {
+                target,
+                reference,
+                digest,
+            } => format!("[{target}] pushed {reference}@{digest}"),
+        };
+        if let Ok(mut o) = self.out.lock() {
+            let _ = writeln!(o, "{line}");
+        }
+    }
+}
+
+/// One JSON object per event on stderr.
+struct JsonReporter {
+    out: Mutex<std::io::Stderr>,
+}
+
+impl Reporter for JsonReporter {
+    fn event(&self, e: &Event) {
+        if let (Ok(mut o), Ok(text)) = (self.out.lock(), serde_json::to_string(e)) {
+            let _ = writeln!(o, "{text}");
+        }
+    }
+}
+
+/// Live status lines on a terminal: one line per running target.
+struct TtyReporter {
+    bars: indicatif::MultiProgress,
+    per_target: Mutex<std::collections::HashMap<String, indicatif::ProgressBar>>,
+}
+
+impl Reporter for TtyReporter {
+    fn event(&self, e: &Event) {
+        let Ok(mut map) = self.per_target.lock() else {
+            return;
+        };
+        match e {
+            Event::TargetStarted { target, .. } => {
+                let pb = self.bars.add(indicatif::ProgressBar::new_spinner());
+                pb.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} {prefix:.bold} {elapsed:>4} {wide_msg}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                );
+                pb.set_prefix(target.clone());
+                pb.enable_steady_tick(std::time::Duration::from_millis(120));
+                map.insert(target.clone(), pb);
+            }
+            Event::Step {
+                target,
+                step,
+                state,
+                ..
+            } => {
+                if let Some(pb) = map.get(target) {
+                    let mark = match state {
+                        StepState::Cached => " (cached)",
+                        StepState::Error => " (error)",
+                        _ => "",
+                    };
+                    pb.set_message(format!("{step}{mark}"));
+                }
+            }
+            Event::TargetFinished {
+                target,
+                status,
+                duration_s,
+                image,
+                reason,
+            } => {
+                let msg = format!(
+                    "{status} in {duration_s:.1}s {}",
+                    image.clone().or_else(|| reason.clone()).unwrap_or_default()
+                );
+                match map.remove(target) {
+                    Some(pb) => pb.finish_with_message(msg),
+                    None => {
+                        let _ = self.bars.println(format!("  {target} {msg}"));
+                    }
+                }
+            }
+            Event::Pushed {
+                target,
+                reference,
+                digest,
+            } => {
+                let _ = self
+                    .bars
+                    .println(format!("  {target} pushed {reference}@{digest}"));
+            }
+            Event::Log { .. } => {}
+        }
+    }
+}
+
+pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let bake = super::load(&s.bake)?;
+    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let specs = planned
+        .plan
+        .targets
+        .iter()
+        .map(|t| spec_for(&planned, &t.name, &s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let reporter: Arc<dyn Reporter> = match s.progress {
+        Progress::Json => Arc::new(JsonReporter {
+            out: Mutex::new(std::io::stderr()),
+        }),
+        Progress::Plain => Arc::new(PlainReporter {
+            out: Mutex::new(std::io::stderr()),
+        }),
+        Progress::Auto if std::io::stderr().is_terminal() => Arc::new(TtyReporter {
+            bars: indicatif::MultiProgress::with_draw_target(
+                indicatif::ProgressDrawTarget::stderr(),
+            ),
+            per_target: Mutex::new(Default::default()),
+        }),
+        Progress::Auto => Arc::new(PlainReporter {
+            out: Mutex::new(std::io::stderr()),
+        }),
+    };
+    let run_id = format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0)
+    );
+    let opts = RunOptions {
+        jobs: s.jobs,
+        fail_fast: s.fail_fast,
+        run_id,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::env(format!("cannot start the async runtime: {e}")))?;
+    let endpoint = s.endpoint.clone();
+    let summary = rt
+        .block_on(kiln_engine::run(endpoint, specs, opts, reporter))
+        .map_err(|e| engine_error(e, &s.endpoint))?;
+    // Failures: the failing step and the tail of its log, on stderr.
+    for t in summary
+        .targets
+        .iter()
+        .filter(|t| t.status == TargetStatus::Failed)
+    {
+        eprintln!(
+            "error: target {} failed: {}",
+            t.name,
+            t.error.clone().unwrap_or_default()
+        );
+        if let Some(step) = &t.failed_step {
+            eprintln!("  step: {step}");
+        }
+        for l in &t.log_tail {
+            eprintln!("  | {l}");
+        }
+    }
+    let text = match s.format {
+        Format::Json => {
+            let mut t =
+                serde_json::to_string_pretty(&summary).map_err(|e| CliError::env(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+        Format::Text => {
+            let w = summary
+                .targets
+                .iter()
+                .map(|t| t.name.len())
+                .max()
+                .unwrap_or(6)
+                .max(6);
+            let mut t = format!(
+                "{:<w$}  {:<7}  {:>7}  {:>6}  IMAGE\n",
+                "TARGET", "STATUS", "TIME", "CACHED"
+            );
+            for r in &summary.targets {
+                let status = match r.status {
+                    TargetStatus::Built => "built",
+                    TargetStatus::Failed => "failed",
+                    TargetStatus::Skipped => "skipped",
+                };
+                t.push_str(&format!(
+                    "{:<w$}  {:<7}  {:>6.1}s  {:>6}  {}\n",
+                    r.name,
+                    status,
+                    r.duration_s,
+                    format!("{}/{}", r.steps.cached, r.steps.total),
+                    r.image
+                        .clone()
+                        .or_else(|| r.reason.clone())
+                        .unwrap_or_default()
+                ));
+            }
+            t
+        }
+    };
+    crate::output::write(out, &text)?;
+    if summary.failed() {
+        let n = summary
+            .targets
+            .iter()
+            .filter(|t| t.status != TargetStatus::Built)
+            .count();
+        return Err(CliError {
+            kind: Kind::Failed,
+            message: format!("{n} target(s) did not build"),
+            hint: None,
+        });
+    }
+    Ok(())
+}
+
+fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
+    match e {
+        EngineError::Unreachable { endpoint, detail } => CliError::env(format!("cannot reach the Docker engine at {endpoint}: {detail}"))
+            .with_hint(format!(
+                "start the project's engine with `export $(scripts/dev-env up)`, or point DOCKER_HOST/--host at a running dockerd (tried {})",
+                ep.host
+            )),
+        EngineError::Input(m) => CliError::usage(m),
+        EngineError::Build(m) => CliError { kind: Kind::Failed, message: m, hint: None },
+        e @ EngineError::Io { .. } => CliError::env(e.to_string()),
+    }
+}
