@@ -111,6 +111,12 @@ impl LocalEngine {
             .map_err(|e| EngineError::Build(format!("tagging {image} as {reference}: {e}")))
     }
 
+    /// Removes the tag `reference` (never the image: other tags keep it).
+    pub async fn untag(&self, reference: &str) {
+        let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default().noprune(true).build();
+        let _ = self.docker.remove_image(reference, Some(opts), None).await;
+    }
+
     /// Pushes `reference`; returns the registry digest.
     pub async fn push(&self, reference: &str) -> Result<String, EngineError> {
         let (repo, tag) = split_reference(reference);

@@ -441,6 +441,8 @@ async fn build_one(
     for t in &spec.tags {
         engine.tag(&built.image_id, t).await?;
     }
+    // The per-run build tag has served its purpose.
+    engine.untag(&build_tag).await;
     let mut pushed = Vec::new();
     if spec.push {
         for t in &spec.tags {
