@@ -1,0 +1,268 @@
+//! The runnable twin (`examples/twin/docker-bake.hcl`) has the reference
+//! stack's graph exactly: the same sixteen targets, the 27 edges of
+//! `stacks/rocm/edges.txt`, the same groups, and Dockerfiles wired to the bake
+//! file's inputs by the `ARG X_IMAGE=<context>` / `FROM ${X_IMAGE} AS <context>`
+//! pattern. Building it needs a Docker engine (examples/twin/README.md); these
+//! tests do not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TWIN: &str = "examples/twin/docker-bake.hcl";
+const REFERENCE: &str = "stacks/rocm/docker-bake.hcl";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn kiln(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+    c.args(args)
+        .current_dir(root())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run kiln");
+    assert!(
+        o.status.success(),
+        "kiln {args:?} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
+}
+
+fn reference_edges() -> BTreeSet<(String, String)> {
+    std::fs::read_to_string(root().join("stacks/rocm/edges.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (a, b) = l.split_once("->").expect("edge line `from -> to`");
+            (a.trim().to_string(), b.trim().to_string())
+        })
+        .collect()
+}
+
+fn plan_edges(file: &str, env: &[(&str, &str)]) -> (BTreeSet<(String, String)>, Vec<String>) {
+    let v = kiln(
+        &[
+            "plan",
+            "-f",
+            file,
+            "default",
+            "pytorch-run",
+            "pytorch-test",
+            "--format",
+            "json",
+        ],
+        env,
+    );
+    let mut edges = BTreeSet::new();
+    let mut order = Vec::new();
+    for t in v["targets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap().to_string();
+        for d in t["deps"].as_array().unwrap() {
+            let d = d.as_str().unwrap().to_string();
+            assert!(order.contains(&d), "{d} after {name}");
+            edges.insert((d, name.clone()));
+        }
+        order.push(name);
+    }
+    (edges, order)
+}
+
+#[test]
+fn graph_matches_the_reference_edges() {
+    let want = reference_edges();
+    assert_eq!(want.len(), 27);
+    let (edges, order) = plan_edges(TWIN, &[]);
+    assert_eq!(order.len(), 16, "sixteen targets: {order:?}");
+    assert_eq!(edges, want);
+    let (_, ref_order) = plan_edges(REFERENCE, &[]);
+    let names = |o: &[String]| o.iter().cloned().collect::<BTreeSet<_>>();
+    assert_eq!(
+        names(&order),
+        names(&ref_order),
+        "the reference's target names"
+    );
+}
+
+#[test]
+fn published_inputs_keep_the_same_graph() {
+    let (edges, _) = plan_edges(TWIN, &[("PUBLISHED_INPUTS", "1")]);
+    assert_eq!(edges, reference_edges());
+}
+
+#[test]
+fn groups_match_the_reference() {
+    let groups = |file: &str, args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["print", "-f", file];
+        a.extend_from_slice(args);
+        kiln(&a, &[])["group"].clone()
+    };
+    // `print default wheels serving` lists wheels and serving as groups.
+    let (twin, reference) = (
+        groups(TWIN, &["default", "wheels", "serving"]),
+        groups(REFERENCE, &["default", "wheels", "serving"]),
+    );
+    for g in ["wheels", "serving"] {
+        assert_eq!(twin[g]["targets"], reference[g]["targets"], "group {g}");
+    }
+    assert_eq!(twin["wheels"]["targets"].as_array().unwrap().len(), 8);
+    assert_eq!(twin["serving"]["targets"].as_array().unwrap().len(), 7);
+    // `print default` lists the default group itself.
+    let (twin, reference) = (groups(TWIN, &["default"]), groups(REFERENCE, &["default"]));
+    assert_eq!(twin["default"]["targets"], reference["default"]["targets"]);
+    let dflt: BTreeSet<&str> = twin["default"]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(dflt.len(), 14, "{dflt:?}");
+    assert!(!dflt.contains("pytorch-test") && !dflt.contains("pytorch-run"));
+}
+
+/// Every target of the twin, as `kiln print` resolves it with paths relative
+/// to the bake file (the documented way to build it from the repository root).
+fn twin_targets() -> BTreeMap<String, serde_json::Value> {
+    let v = kiln(
+        &[
+            "print",
+            "-f",
+            TWIN,
+            "default",
+            "pytorch-run",
+            "pytorch-test",
+        ],
+        &[("BUILDX_BAKE_FILE_RELATIVE_PATHS", "1")],
+    );
+    v["target"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, t)| (k.clone(), t.clone()))
+        .collect()
+}
+
+fn dockerfile(t: &serde_json::Value) -> String {
+    let ctx = t["context"].as_str().unwrap();
+    assert_eq!(
+        ctx, "examples/twin",
+        "every target builds the twin directory"
+    );
+    let path = root().join(ctx).join(t["dockerfile"].as_str().unwrap());
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn dockerfiles_take_each_input_through_its_named_stage() {
+    let targets = twin_targets();
+    assert_eq!(targets.len(), 16);
+    for (name, t) in &targets {
+        let df = dockerfile(t);
+        let lines: Vec<&str> = df.lines().map(str::trim).collect();
+        let args = t["args"].as_object().unwrap();
+        let contexts = t["contexts"].as_object().cloned().unwrap_or_default();
+        // Every named context: an arg naming it, `ARG A=<ctx>` and `FROM ${A} AS <ctx>`.
+        for ctx in contexts.keys() {
+            let (arg, _) = args
+                .iter()
+                .find(|(_, v)| v.as_str() == Some(ctx.as_str()))
+                .unwrap_or_else(|| panic!("{name}: no arg names context {ctx}"));
+            assert!(
+                lines.contains(&format!("ARG {arg}={ctx}").as_str()),
+                "{name}: missing `ARG {arg}={ctx}`"
+            );
+            assert!(
+                lines.contains(&format!("FROM ${{{arg}}} AS {ctx}").as_str()),
+                "{name}: missing `FROM ${{{arg}}} AS {ctx}`"
+            );
+        }
+        // And no input stage the bake file does not know about.
+        for l in &lines {
+            if let Some(rest) = l.strip_prefix("FROM ${") {
+                let stage = rest.rsplit(" AS ").next().unwrap();
+                assert!(
+                    contexts.contains_key(stage),
+                    "{name}: input stage {stage} has no context in the bake file"
+                );
+            }
+        }
+        // Build-context COPYs read only the target's own source tree.
+        for l in &lines {
+            let Some(rest) = l.strip_prefix("COPY ") else {
+                continue;
+            };
+            if rest.contains("--from=") {
+                continue;
+            }
+            let words: Vec<&str> = rest
+                .split_whitespace()
+                .filter(|w| !w.starts_with("--"))
+                .collect();
+            for src in &words[..words.len() - 1] {
+                assert!(
+                    src.starts_with(&format!("src/{name}/")),
+                    "{name}: COPY {src} is outside src/{name}/"
+                );
+                assert!(
+                    root().join("examples/twin").join(src).exists(),
+                    "{name}: COPY source {src} does not exist"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pytorch_run_takes_pytorch_by_its_first_tag() {
+    for env in [&[][..], &[("PUBLISHED_INPUTS", "1")][..]] {
+        let v = kiln(&["print", "-f", TWIN, "pytorch", "pytorch-run"], env);
+        let tag = v["target"]["pytorch"]["tags"][0].as_str().unwrap();
+        assert_eq!(
+            v["target"]["pytorch-run"]["contexts"]["pytorch-img"],
+            format!("docker-image://{tag}")
+        );
+    }
+}
+
+#[test]
+fn tags_and_shared_settings() {
+    for (name, t) in &twin_targets() {
+        let tag = t["tags"][0].as_str().unwrap();
+        let prefix = format!("127.0.0.1:5000/twin/{name}:");
+        assert!(tag.starts_with(&prefix), "{name}: {tag}");
+        assert_eq!(
+            tag.ends_with("-gfx950"),
+            name != "triton-wheel",
+            "{name}: only triton-wheel has no architecture: {tag}"
+        );
+        assert_eq!(t["network"], "host", "{name}");
+        assert_eq!(t["platforms"], serde_json::json!(["linux/amd64"]), "{name}");
+        assert_eq!(t["args"]["SOURCE_DATE_EPOCH"], "1700000000", "{name}");
+        assert!(
+            t["args"].get("MAX_JOBS").is_none(),
+            "{name}: MAX_JOBS is passed only when pinned"
+        );
+        for (k, v) in t["args"].as_object().unwrap() {
+            let k = k.to_ascii_uppercase();
+            assert!(
+                !k.contains("TOKEN") && !k.contains("PASSWORD"),
+                "{name}: credential-looking arg {k}={v}"
+            );
+        }
+        let secrets = t.get("secret").cloned().unwrap_or_default();
+        if name == "cupy-wheel" {
+            assert_eq!(
+                secrets,
+                serde_json::json!([{"id": "pip_token", "env": "PIP_TOKEN"}])
+            );
+        } else {
+            assert!(secrets.is_null(), "{name}: only cupy-wheel takes a secret");
+        }
+    }
+}

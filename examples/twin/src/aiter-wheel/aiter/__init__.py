@@ -1,0 +1,2 @@
+"""aiter (twin): imports triton for its Triton kernels."""
+import triton  # noqa: F401

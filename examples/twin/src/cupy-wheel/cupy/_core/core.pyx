@@ -1,0 +1,3 @@
+# core.pyx (twin CuPy)
+cdef class ndarray:
+    cdef readonly object shape

@@ -1,0 +1,3 @@
+# memory.pyx (twin CuPy): the pinned-memory pool LMCache's MP server uses.
+cdef class MemoryPool:
+    pass

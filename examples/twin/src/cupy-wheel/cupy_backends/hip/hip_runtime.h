@@ -1,0 +1,3 @@
+// hip_runtime.h (twin CuPy): the CUDA-to-HIP shim.
+#define cudaMalloc hipMalloc
+#define cudaFree hipFree

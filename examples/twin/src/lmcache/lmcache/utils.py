@@ -1,0 +1,1 @@
+"""lmcache.utils (twin): what vLLM's LMCache connector imports."""

@@ -1,0 +1,2 @@
+"""MP server (twin): imports cupy at module scope."""
+import cupy  # noqa: F401

@@ -1,0 +1,3 @@
+// nixl_agent.cpp (twin NIXL)
+#include "nixl.h"
+nixlAgent::nixlAgent(const std::string& name) : name_(name) {}

@@ -1,0 +1,1 @@
+"""torchvision.io (twin): transformers' image_utils imports this at module scope."""

@@ -1,0 +1,3 @@
+// SIInstrInfo.cpp (twin LLVM)
+#include "SIInstrInfo.h"
+bool SIInstrInfo::isLegalVSrcOperand() const { return true; }

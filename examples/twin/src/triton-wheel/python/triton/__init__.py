@@ -1,0 +1,2 @@
+"""triton (twin)."""
+from .language import core  # noqa: F401

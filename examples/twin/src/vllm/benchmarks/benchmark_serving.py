@@ -1,0 +1,1 @@
+"""benchmark_serving (twin): only the unbuilt `benchmarks` stage copies it."""
