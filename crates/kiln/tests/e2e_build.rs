@@ -473,3 +473,128 @@ fn missing_base_image_names_image_and_target() {
     assert!(e.contains("kiln/does-not-exist"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The whole twin (examples/twin), copied to a temporary directory so that
+/// editing a source file does not touch the repository.
+fn twin_copy() -> PathBuf {
+    let dst = std::env::temp_dir().join(format!(
+        "kiln-twin-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dst);
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(repo().join("examples/twin"))
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    dst
+}
+
+#[test]
+fn the_twin_builds_then_is_fully_cached_and_a_source_change_rebuilds_only_its_dependents() {
+    let Some((host, reg)) = engine() else { return };
+    let dir = twin_copy();
+    let env = [("PIP_TOKEN", "twin-e2e-token")];
+    let args = [
+        "build",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--var",
+        &format!("REGISTRY={reg}"),
+        "default",
+        "pytorch-run",
+    ];
+    let o = kiln(&dir, &host, &args, &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    assert_eq!(
+        s["targets"].as_array().unwrap().len(),
+        15,
+        "default (14) + pytorch-run"
+    );
+
+    let o = kiln(&dir, &host, &args, &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let second = summary(&o);
+    for t in second["targets"].as_array().unwrap() {
+        assert_eq!(
+            t["steps"]["cached"], t["steps"]["total"],
+            "fully cached: {t}"
+        );
+    }
+
+    // A change in nixl-wheel's sources: nixl-wheel and what consumes it rebuild;
+    // targets that do not depend on it keep their images.
+    let victim = dir.join("src/nixl-wheel/nixl/src/core/nixl_agent.cpp");
+    let mut text = std::fs::read_to_string(&victim).unwrap();
+    text.push_str("\n# changed by the e2e test\n");
+    std::fs::write(&victim, text).unwrap();
+    let o = kiln(&dir, &host, &args, &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let third = summary(&o);
+    let img = |s: &serde_json::Value, n: &str| target(s, n)["image"].as_str().unwrap().to_string();
+    for unchanged in [
+        "rocm-runtime",
+        "pytorch-base",
+        "pytorch",
+        "triton-wheel",
+        "cupy-wheel",
+        "aiter-wheel",
+        "torchvision-wheel",
+    ] {
+        assert_eq!(
+            img(&second, unchanged),
+            img(&third, unchanged),
+            "{unchanged} must not change"
+        );
+        assert_eq!(
+            target(&third, unchanged)["steps"]["cached"],
+            target(&third, unchanged)["steps"]["total"]
+        );
+    }
+    let nixl = target(&third, "nixl-wheel");
+    assert!(
+        nixl["steps"]["cached"].as_u64() < nixl["steps"]["total"].as_u64(),
+        "{nixl}"
+    );
+    assert_ne!(img(&second, "nixl-wheel"), img(&third, "nixl-wheel"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
+    let Some((host, reg)) = engine() else { return };
+    let dir = twin_copy();
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "build",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "--var",
+            &format!("REGISTRY={reg}"),
+            "pytorch-test",
+            "torchvision-wheel",
+        ],
+        &[("PIP_TOKEN", "x")],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s = summary(&o);
+    assert_eq!(target(&s, "pytorch-test")["status"], "failed");
+    assert_eq!(target(&s, "torchvision-wheel")["status"], "built");
+    assert_eq!(target(&s, "pytorch")["status"], "built");
+    let _ = std::fs::remove_dir_all(&dir);
+}
