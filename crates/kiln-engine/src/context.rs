@@ -25,55 +25,38 @@ pub enum EntryKind {
     Symlink(String),
 }
 
-/// The entries the docker CLI would send for `dir`, honouring `.dockerignore`.
-// Interim walker (no .dockerignore) until kiln-dockerfile's matcher lands.
-pub fn list(dir: &Path, _dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
-    fn walk(root: &Path, rel: &str, out: &mut Vec<Entry>) -> Result<(), EngineError> {
-        let here = if rel.is_empty() {
-            root.to_path_buf()
-        } else {
-            root.join(rel)
-        };
-        let mut names: Vec<_> = std::fs::read_dir(&here)
-            .map_err(|e| EngineError::io(here.display().to_string(), e))?
-            .filter_map(|e| e.ok())
-            .collect();
-        names.sort_by_key(|e| e.file_name());
-        for e in names {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let path = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
+/// The entries the docker CLI would send for `dir`, honouring `.dockerignore`
+/// (`dockerfile_rel`: the Dockerfile's path inside the context, which the CLI
+/// always sends).
+pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
+    use kiln_dockerfile::ignore::{
+        EntryKind as K, WalkOptions, read_dockerignore, walk_context_with,
+    };
+    let ignore_path = dir.join(".dockerignore");
+    let patterns = match std::fs::read_to_string(&ignore_path) {
+        Ok(text) => read_dockerignore(&text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(EngineError::io(ignore_path.display().to_string(), e)),
+    };
+    let opts = WalkOptions {
+        dockerfile: dockerfile_rel.map(String::from),
+    };
+    let entries = walk_context_with(dir, &patterns, &opts)
+        .map_err(|e| EngineError::Input(format!("build context {}: {e}", dir.display())))?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|e| {
+            let kind = match e.kind {
+                K::Dir => EntryKind::Dir,
+                K::Symlink => EntryKind::Symlink(e.link_target.clone().unwrap_or_default()),
+                // Hard links are sent as their own copy of the content.
+                K::File | K::Hardlink => EntryKind::File,
+                // Pipes and devices cannot be part of a build context.
+                _ => return None,
             };
-            let ft = e
-                .file_type()
-                .map_err(|x| EngineError::io(path.clone(), x))?;
-            if ft.is_symlink() {
-                let t =
-                    std::fs::read_link(e.path()).map_err(|x| EngineError::io(path.clone(), x))?;
-                out.push(Entry {
-                    path,
-                    kind: EntryKind::Symlink(t.display().to_string()),
-                });
-            } else if ft.is_dir() {
-                out.push(Entry {
-                    path: path.clone(),
-                    kind: EntryKind::Dir,
-                });
-                walk(root, &path, out)?;
-            } else {
-                out.push(Entry {
-                    path,
-                    kind: EntryKind::File,
-                });
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(dir, "", &mut out)?;
-    Ok(out)
+            Some(Entry { path: e.path, kind })
+        })
+        .collect())
 }
 
 /// Packs `entries` of `dir` and the Dockerfile text into a tar (uid/gid 0,
@@ -136,7 +119,7 @@ mod tests {
         let entries = list(&dir, None).unwrap();
         let names: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
         assert!(names.contains(&"src/a.txt"), "{names:?}");
-        let _ = names.contains(&"junk.tmp");
+        assert!(!names.contains(&"junk.tmp"), "{names:?}");
         let t = tar(&dir, &entries, "FROM scratch\n").unwrap();
         let mut ar = tar::Archive::new(&t[..]);
         let paths: Vec<String> = ar

@@ -113,7 +113,9 @@ impl LocalEngine {
 
     /// Removes the tag `reference` (never the image: other tags keep it).
     pub async fn untag(&self, reference: &str) {
-        let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default().noprune(true).build();
+        let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default()
+            .noprune(true)
+            .build();
         let _ = self.docker.remove_image(reference, Some(opts), None).await;
     }
 
@@ -154,7 +156,12 @@ impl LocalEngine {
         build_tag: &str,
         reporter: &dyn Reporter,
     ) -> Result<Result<Built, Failed>, EngineError> {
-        let entries = context::list(&spec.context, None)?;
+        let df_rel = spec
+            .dockerfile
+            .strip_prefix(&spec.context)
+            .ok()
+            .map(|p| p.display().to_string());
+        let entries = context::list(&spec.context, df_rel.as_deref())?;
         let tar = context::tar(&spec.context, &entries, dockerfile)?;
         let mut b = BuildImageOptionsBuilder::default()
             .dockerfile(context::DOCKERFILE_IN_TAR)

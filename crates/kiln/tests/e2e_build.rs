@@ -156,7 +156,9 @@ fn fixture(tag_salt: &str) -> PathBuf {
         ),
         (
             "Dockerfile.sec",
-            "FROM kiln/busybox:latest\nRUN --mount=type=secret,id=tok test -s /run/secrets/tok && echo \"token bytes: $(wc -c < /run/secrets/tok)\" && echo present > /present\n",
+            &format!(
+                "FROM kiln/busybox:latest\nRUN --mount=type=secret,id=tok test -s /run/secrets/tok && echo \"token bytes: $(wc -c < /run/secrets/tok) {tag_salt}\" && echo present > /present\n"
+            ),
         ),
     ])
 }
@@ -330,8 +332,17 @@ fn a_failure_skips_dependents_and_lets_independent_targets_finish() {
 #[test]
 fn secrets_reach_the_run_step_and_nothing_else() {
     let Some((host, reg)) = engine() else { return };
-    let dir = fixture(&format!("s{}", std::process::id()));
-    let secret = format!("e2e-secret-{}", std::process::id());
+    let salt = format!(
+        "s{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let dir = fixture(&salt);
+    let secret = format!(
+        "e2e-secret-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
     let o = kiln(
         &dir,
         &host,
