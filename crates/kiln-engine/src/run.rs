@@ -230,6 +230,8 @@ pub async fn run(
         };
         let done = match joined {
             Ok(d) => d,
+            // Aborted by --fail-fast: reported as skipped below.
+            Err(e) if e.is_cancelled() => continue,
             Err(e) => return Err(EngineError::Build(format!("a build task failed: {e}"))),
         };
         let i = index[&done.name];

@@ -609,3 +609,142 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
     assert_eq!(target(&s, "pytorch")["status"], "built");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn stage_labels_no_cache_platforms_and_fail_fast() {
+    let Some((host, _)) = engine() else { return };
+    let salt = format!(
+        "o{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let bake = r#"
+target "_c" { network = "host" }
+target "staged" {
+  inherits = ["_c"]
+  target = "first"
+  labels = { "org.example.kind" = "staged" }
+}
+target "nc" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.nc"
+  no-cache = true
+}
+target "arm" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.nc"
+  platforms = ["linux/arm64"]
+}
+target "two" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.nc"
+  platforms = ["linux/amd64", "linux/arm64"]
+}
+target "fails" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.fail"
+}
+target "slow" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.slow"
+}
+target "after-slow" {
+  inherits = ["_c"]
+  contexts = { s = "target:slow" }
+  dockerfile = "Dockerfile.after"
+}
+group "ff" { targets = ["fails", "after-slow"] }
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile",
+            &format!(
+                "FROM kiln/busybox:latest AS first\nRUN echo first-{salt} > /stage\nFROM first AS second\nRUN echo second > /stage\n"
+            ),
+        ),
+        (
+            "Dockerfile.nc",
+            &format!("FROM kiln/busybox:latest\nRUN echo nc-{salt} > /nc\n"),
+        ),
+        ("Dockerfile.fail", "FROM kiln/busybox:latest\nRUN exit 7\n"),
+        (
+            "Dockerfile.slow",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 3 && echo {salt} > /slow\n"),
+        ),
+        ("Dockerfile.after", "FROM s\nRUN true\n"),
+    ]);
+    // The stage and the labels reach the build.
+    let o = kiln(
+        &dir,
+        &host,
+        &["build", "--progress", "plain", "--format", "json", "staged"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let image = target(&summary(&o), "staged")["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        docker(&host, &["run", "--rm", &image, "cat", "/stage"]).contains("first-"),
+        "built the `first` stage"
+    );
+    assert!(docker(&host, &["inspect", &image]).contains("\"org.example.kind\": \"staged\""));
+    // no-cache: a second build reruns the step.
+    for _ in 0..2 {
+        let o = kiln(
+            &dir,
+            &host,
+            &["build", "--progress", "plain", "--format", "json", "nc"],
+            &[],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(target(&summary(&o), "nc")["steps"]["cached"], 0);
+    }
+    // Platforms the engine cannot build are refused before anything runs.
+    for t in ["arm", "two"] {
+        let o = kiln(&dir, &host, &["build", "--progress", "plain", t], &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("platform"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // --fail-fast stops the rest at the first failure.
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "build",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "--fail-fast",
+            "ff",
+        ],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let s = summary(&o);
+    assert_eq!(target(&s, "fails")["status"], "failed");
+    assert_eq!(target(&s, "after-slow")["status"], "skipped");
+    assert_ne!(
+        target(&s, "slow")["status"],
+        "built",
+        "the running build was stopped: {s}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
