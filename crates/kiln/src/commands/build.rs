@@ -262,12 +262,13 @@ impl Reporter for TtyReporter {
                     "{status} in {duration_s:.1}s {}",
                     image.clone().or_else(|| reason.clone()).unwrap_or_default()
                 );
-                match map.remove(target) {
-                    Some(pb) => pb.finish_with_message(msg),
-                    None => {
-                        let _ = self.bars.println(format!("  {target} {msg}"));
-                    }
+                // A finished target leaves one permanent line; its spinner goes
+                // away so nothing is left half-drawn when the summary prints.
+                if let Some(pb) = map.remove(target) {
+                    pb.finish_and_clear();
                 }
+                let mark = if status == "built" { "✔" } else { "✘" };
+                let _ = self.bars.println(format!("{mark} {target} {msg}"));
             }
             Event::Pushed {
                 target,
