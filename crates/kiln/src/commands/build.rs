@@ -268,7 +268,7 @@ impl Reporter for TtyReporter {
                     pb.finish_and_clear();
                 }
                 let mark = if status == "built" { "✔" } else { "✘" };
-                let _ = self.bars.println(format!("{mark} {target} {msg}"));
+                self.bars.suspend(|| eprintln!("{mark} {target} {msg}"));
             }
             Event::Pushed {
                 target,
