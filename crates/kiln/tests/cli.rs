@@ -287,3 +287,21 @@ fn nothing_to_do_by_default_says_what_to_name() {
     assert!(e.contains("no `default` group or target"), "{e}");
     assert!(e.contains("hint: name what to build, e.g. `a`"), "{e}");
 }
+
+#[test]
+fn build_refuses_what_the_local_engine_cannot_honour() {
+    let bake = "target \"a\" {\n  output = [\"type=local,dest=out\"]\n  ssh = [\"default\"]\n}\n";
+    let dir = workspace(&[("docker-bake.hcl", bake)]);
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["build", "--host", "unix:///nonexistent.sock", "a"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "refused before contacting the engine"
+    );
+    let e = stderr(&o);
+    assert!(e.contains("cannot honour output type=local, ssh"), "{e}");
+}

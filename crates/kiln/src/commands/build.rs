@@ -60,6 +60,7 @@ fn spec_for(planned: &Planned, name: &str, s: &BuildSettings) -> Result<BuildSpe
         .targets
         .get(name)
         .ok_or_else(|| CliError::usage(format!("target {name} was planned but not resolved")))?;
+    check_supported(name, t)?;
     let cwd = &s.bake.cwd;
     let context_str = t.context.clone().unwrap_or_else(|| ".".into());
     if kiln_bake::is_remote(&context_str) {
@@ -148,6 +149,41 @@ fn spec_for(planned: &Planned, name: &str, s: &BuildSettings) -> Result<BuildSpe
             .collect(),
         push: s.push || outputs_push,
     })
+}
+
+/// Refuses attributes the local engine driver cannot honour, rather than
+/// building something other than what the bake file asks for.
+fn check_supported(name: &str, t: &kiln_bake::Target) -> Result<(), CliError> {
+    let mut missing = Vec::new();
+    for o in t.output.iter().flatten() {
+        let ty = o.get("type").and_then(|v| v.as_str()).unwrap_or("");
+        if !matches!(ty, "image" | "docker" | "registry" | "cacheonly") {
+            missing.push(format!("output type={ty}"));
+        }
+    }
+    if t.ssh.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("ssh".into());
+    }
+    if t.ulimits.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("ulimits".into());
+    }
+    if t.shm_size.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("shm-size".into());
+    }
+    if t.extra_hosts.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("extra-hosts".into());
+    }
+    if t.call.as_deref().is_some_and(|c| c != "build") {
+        missing.push(format!("call={}", t.call.as_deref().unwrap_or("")));
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "target {name}: the local engine driver cannot honour {} yet",
+        missing.join(", ")
+    ))
+    .with_hint("remove them for local builds (e.g. --set NAME.output=type=docker), or build this target with docker buildx bake"))
 }
 
 /// Plain lines on stderr.
