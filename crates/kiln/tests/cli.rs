@@ -305,3 +305,18 @@ fn build_refuses_what_the_local_engine_cannot_honour() {
     let e = stderr(&o);
     assert!(e.contains("cannot honour output type=local, ssh"), "{e}");
 }
+
+#[test]
+fn build_reports_a_missing_dockerfile_with_its_position() {
+    let bake = "target \"a\" {\n  dockerfile = \"docker/Dockerfile.a\"\n}\n";
+    let dir = workspace(&[("docker-bake.hcl", bake)]);
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["build", "--host", "unix:///nonexistent.sock", "a"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("Dockerfile.a does not exist"), "{e}");
+    assert!(e.contains("docker-bake.hcl:2:16"), "{e}");
+}

@@ -329,6 +329,31 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .iter()
         .map(|t| spec_for(&planned, &t.name, &s))
         .collect::<Result<Vec<_>, _>>()?;
+    // A missing Dockerfile is an input error found before anything builds.
+    for spec in specs.iter().filter(|x| x.dockerfile_inline.is_none()) {
+        if !spec.dockerfile.is_file() {
+            let msg = format!(
+                "target {}: Dockerfile {} does not exist",
+                spec.name,
+                spec.dockerfile.display()
+            );
+            let span = bake
+                .config
+                .attr_spans
+                .get(&(spec.name.clone(), "dockerfile".to_string()))
+                .or_else(|| bake.config.target_spans.get(&spec.name));
+            let rendered = match span {
+                Some(sp) => kiln_bake::diag::render(
+                    &kiln_bake::Diags::at(*sp, msg.clone(), ""),
+                    &bake.sources,
+                ),
+                None => msg,
+            };
+            return Err(CliError::usage(rendered).with_hint(
+                "the path is relative to the target's context (bake's rule); check `dockerfile` and `context`, and the directory kiln runs in",
+            ));
+        }
+    }
     let reporter: Arc<dyn Reporter> = match s.progress {
         Progress::Json => Arc::new(JsonReporter {
             out: Mutex::new(std::io::stderr()),
