@@ -48,11 +48,16 @@ pub fn resolve_endpoint(flag: Option<&str>, cwd: &Path) -> Endpoint {
 fn abs(cwd: &Path, p: &str) -> PathBuf {
     let p = p.strip_prefix("cwd://").unwrap_or(p);
     let path = Path::new(p);
-    if path.is_absolute() {
+    let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {
         cwd.join(path)
-    }
+    };
+    // Drop `.` components so messages show clean paths.
+    joined
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
 }
 
 fn spec_for(planned: &Planned, name: &str, s: &BuildSettings) -> Result<BuildSpec, CliError> {
