@@ -1,0 +1,122 @@
+//! kiln-store: the record store. For each content key it keeps what was
+//! built (image, where, when, how long, step counts) and the input manifest
+//! the key was computed from, so a later run can skip the target and
+//! `kiln why` can say what changed.
+//!
+//! Owns: the [`RecordStore`] trait, the record format (versioned) and its
+//! protocol, and the local filesystem backend ([`FsStore`]). Registry,
+//! object-store and WebDAV backends implement the same trait.
+//!
+//! Protocol (every backend):
+//! 1. the payload (the input manifest) is written first, content-addressed
+//!    by its blake3 digest, so a record never points at a missing payload;
+//! 2. the record appears atomically and only if absent (create-if-absent);
+//!    `force` replaces it atomically instead;
+//! 3. on read, the record's format version and the payload's digest are
+//!    verified; any mismatch or unparsable data is a miss with a reason
+//!    ([`Lookup::Corrupt`]), never an error that stops a build and never a
+//!    hit;
+//! 4. temporary files of interrupted writes are never read as records.
+//!
+//! Must never: decide what to build, or store secret values.
+
+mod fs;
+
+pub use fs::FsStore;
+
+use serde::{Deserialize, Serialize};
+
+/// The record format written by this version of kiln.
+pub const FORMAT: &str = "kiln-record-v1";
+
+/// What was built for a key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Always [`FORMAT`] when written by this version.
+    pub format: String,
+    /// The content key (`k1:<blake3 hex>`).
+    pub key: String,
+    pub target: String,
+    /// The image id (`sha256:...`).
+    pub image_id: String,
+    /// The unique local reference on the node that built it.
+    pub image_ref: Option<String>,
+    /// The registry digest, when pushed.
+    pub digest: Option<String>,
+    pub tags: Vec<String>,
+    pub platform: Option<String>,
+    /// RFC 3339 UTC.
+    pub built_at: String,
+    pub node: String,
+    pub duration_s: f64,
+    pub steps_total: u64,
+    pub steps_cached: u64,
+    /// `blake3:<hex>` of the payload (the input manifest).
+    pub inputs_digest: String,
+}
+
+/// A record with its verified input manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub record: Record,
+    pub inputs: serde_json::Value,
+}
+
+/// The outcome of a lookup.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lookup {
+    Hit(Box<Entry>),
+    Miss,
+    /// Something was there but failed verification: treat as a miss and
+    /// say why (the next successful build repairs it with `force`).
+    Corrupt(String),
+}
+
+/// What a put did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutOutcome {
+    Written,
+    /// Another writer recorded this key first (create-if-absent lost); the
+    /// existing record stands.
+    AlreadyPresent,
+    Replaced,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store cannot be reached or written (exit code 3 territory).
+    #[error("record store {location}: {detail}")]
+    Unavailable { location: String, detail: String },
+    #[error("record store: {0}")]
+    Invalid(String),
+}
+
+/// A record store backend.
+pub trait RecordStore: Send + Sync {
+    /// Looks a key up, verifying what it finds.
+    fn get(&self, key: &str) -> Result<Lookup, StoreError>;
+    /// Records a build: payload first, then the record (create-if-absent
+    /// unless `force`).
+    fn put(
+        &self,
+        record: &Record,
+        inputs: &serde_json::Value,
+        force: bool,
+    ) -> Result<PutOutcome, StoreError>;
+    /// The most recent record written for a target (for `kiln why`).
+    fn latest(&self, target: &str) -> Result<Lookup, StoreError>;
+    /// Where the store is, for messages.
+    fn location(&self) -> String;
+}
+
+/// `blake3:<hex>` of bytes.
+pub fn digest(bytes: &[u8]) -> String {
+    format!("blake3:{}", blake3::hash(bytes).to_hex())
+}
+
+/// The payload bytes of an input manifest: compact JSON of the value as
+/// given (the workspace builds serde_json with `preserve_order`, so the
+/// caller's key order is kept; callers build manifests from sorted maps).
+pub fn payload_bytes(inputs: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(inputs).unwrap_or_default()
+}
