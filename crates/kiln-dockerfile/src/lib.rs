@@ -2,10 +2,12 @@
 //!
 //! Today this crate owns the `.dockerignore` semantics ([`ignore`]): a faithful port of
 //! Docker's pattern matcher and of the docker CLI's context walker, so that kiln uploads
-//! exactly the files `docker build` would. It will also hold Dockerfile analysis (stages,
-//! `ARG` use, `COPY`/`ADD`/`--mount` sources).
+//! exactly the files `docker build` would. It also owns the Dockerfile analysis
+//! ([`dockerfile`]): which stages a target needs, the build args, context paths, mounts and
+//! images those stages consume, and the canonical text a content key hashes.
 //!
-//! It reads the local filesystem (the build context) and nothing else: no network, no
-//! daemon, no clock, no environment.
+//! It reads the local filesystem (the build context, a Dockerfile) and nothing else: no
+//! network, no daemon, no clock, no environment.
 
+pub mod dockerfile;
 pub mod ignore;

@@ -219,7 +219,9 @@ impl Lexer<'_> {
         self.pos += 1; // '{'
         let name = self.name();
         if name.is_empty() {
-            return Err(LexError("bad substitution: missing variable name in ${}".into()));
+            return Err(LexError(
+                "bad substitution: missing variable name in ${}".into(),
+            ));
         }
         let value = self.get(&name);
         let Some(c) = self.next() else {
@@ -412,10 +414,15 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn env() -> BTreeMap<String, String> {
-        [("A", "a"), ("EMPTY", ""), ("V", "v1.2.3"), ("P", "/usr/lib/x.so")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        [
+            ("A", "a"),
+            ("EMPTY", ""),
+            ("V", "v1.2.3"),
+            ("P", "/usr/lib/x.so"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
     }
 
     fn ex(word: &str) -> String {
@@ -515,7 +522,10 @@ mod tests {
     #[test]
     fn words() {
         assert_eq!(split_words("A=1 B", '\\'), ["A=1", "B"]);
-        assert_eq!(split_words("  A=\"x y\"   B='p q' ", '\\'), ["A=\"x y\"", "B='p q'"]);
+        assert_eq!(
+            split_words("  A=\"x y\"   B='p q' ", '\\'),
+            ["A=\"x y\"", "B='p q'"]
+        );
         assert_eq!(split_words("A=x\\ y", '\\'), ["A=x\\ y"]);
         assert_eq!(split_words("A=x` y", '`'), ["A=x` y"]);
         assert!(split_words("", '\\').is_empty());
