@@ -16,6 +16,7 @@
 
 mod error;
 mod graph;
+pub mod key;
 pub mod plan;
 mod reference;
 mod render;
