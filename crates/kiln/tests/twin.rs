@@ -6,45 +6,16 @@
 //! tests do not.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod common;
+use common::{root, seed_edges as reference_edges};
+
+fn kiln(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
+    common::kiln_json(env!("CARGO_BIN_EXE_kiln"), args, env)
+}
 
 const TWIN: &str = "examples/twin/docker-bake.hcl";
 const REFERENCE: &str = "stacks/rocm/docker-bake.hcl";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn kiln(args: &[&str], env: &[(&str, &str)]) -> serde_json::Value {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
-    c.args(args)
-        .current_dir(root())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let o = c.output().expect("run kiln");
-    assert!(
-        o.status.success(),
-        "kiln {args:?} failed:\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("JSON on stdout")
-}
-
-fn reference_edges() -> BTreeSet<(String, String)> {
-    std::fs::read_to_string(root().join("stacks/rocm/edges.txt"))
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (a, b) = l.split_once("->").expect("edge line `from -> to`");
-            (a.trim().to_string(), b.trim().to_string())
-        })
-        .collect()
-}
 
 fn plan_edges(file: &str, env: &[(&str, &str)]) -> (BTreeSet<(String, String)>, Vec<String>) {
     let v = kiln(

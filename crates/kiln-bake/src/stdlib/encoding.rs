@@ -1883,40 +1883,14 @@ fn unixtimestampparse(args: &[Value]) -> Result<Value, FuncError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{FuncError, call_by_name};
+    use super::super::FuncError;
+    use super::super::testkit::{arg_err, call, failed, n, ok, s};
     use crate::value::Value;
 
-    fn s(x: &str) -> Value {
-        Value::string(x)
-    }
-    fn n(x: f64) -> Value {
-        Value::Number(x)
-    }
-    fn call(name: &str, args: Vec<Value>) -> Result<Value, FuncError> {
-        call_by_name(name, args)
-    }
-    fn ok(name: &str, args: Vec<Value>) -> Value {
-        match call(name, args.clone()) {
-            Ok(v) => v,
-            Err(e) => panic!("{name}({args:?}) failed: {e:?}"),
-        }
-    }
     fn ok_str(name: &str, args: Vec<Value>) -> String {
         match ok(name, args.clone()) {
             Value::String(v) => v,
             other => panic!("{name}({args:?}) returned {other:?}, not a string"),
-        }
-    }
-    fn failed(name: &str, args: Vec<Value>) -> String {
-        match call(name, args.clone()) {
-            Err(FuncError::Failed(m)) => m,
-            other => panic!("{name}({args:?}): expected a call failure, got {other:?}"),
-        }
-    }
-    fn arg_err(name: &str, args: Vec<Value>) -> (usize, String) {
-        match call(name, args.clone()) {
-            Err(FuncError::Arg { index, msg }) => (index, msg),
-            other => panic!("{name}({args:?}): expected an argument error, got {other:?}"),
         }
     }
     fn strings(v: Value) -> Vec<String> {

@@ -16,6 +16,8 @@ mod collections;
 mod encoding;
 mod goquote;
 mod numeric;
+#[cfg(test)]
+mod testkit;
 mod text;
 
 /// A function implementation. Arguments arrive already converted to the declared

@@ -893,40 +893,11 @@ mod semver {
 mod tests {
     use std::collections::BTreeMap;
 
-    use super::super::{FuncError, call_by_name};
+    use super::super::FuncError;
+    use super::super::testkit::{arg_err, b, call, failed, n, ok, s};
     use super::semver;
     use crate::value::{Type, Value};
 
-    fn n(x: f64) -> Value {
-        Value::Number(x)
-    }
-    fn s(x: &str) -> Value {
-        Value::string(x)
-    }
-    fn b(x: bool) -> Value {
-        Value::Bool(x)
-    }
-    fn call(name: &str, args: Vec<Value>) -> Result<Value, FuncError> {
-        call_by_name(name, args)
-    }
-    fn ok(name: &str, args: Vec<Value>) -> Value {
-        match call(name, args.clone()) {
-            Ok(v) => v,
-            Err(e) => panic!("{name}({args:?}) failed: {e:?}"),
-        }
-    }
-    fn failed(name: &str, args: Vec<Value>) -> String {
-        match call(name, args.clone()) {
-            Err(FuncError::Failed(m)) => m,
-            other => panic!("{name}({args:?}): expected a call failure, got {other:?}"),
-        }
-    }
-    fn arg_err(name: &str, args: Vec<Value>) -> (usize, String) {
-        match call(name, args.clone()) {
-            Err(FuncError::Arg { index, msg }) => (index, msg),
-            other => panic!("{name}({args:?}): expected an argument error, got {other:?}"),
-        }
-    }
     fn obj(entries: &[(&str, Value)]) -> Value {
         Value::Object(
             entries
