@@ -62,7 +62,17 @@ pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, Engi
 /// Packs `entries` of `dir` and the Dockerfile text into a tar (uid/gid 0,
 /// modes and modification times kept, sorted, as the docker CLI sends it).
 pub fn tar(dir: &Path, entries: &[Entry], dockerfile: &str) -> Result<Vec<u8>, EngineError> {
-    let mut b = tar::Builder::new(Vec::new());
+    write_tar(Vec::new(), dir, entries, dockerfile)
+}
+
+/// Writes the context tar to `w` (see [`tar`]).
+pub fn write_tar<W: Write>(
+    w: W,
+    dir: &Path,
+    entries: &[Entry],
+    dockerfile: &str,
+) -> Result<W, EngineError> {
+    let mut b = tar::Builder::new(w);
     b.follow_symlinks(false);
     let io =
         |p: &str, e: std::io::Error| EngineError::io(format!("adding {p} to the build context"), e);
@@ -104,9 +114,90 @@ pub fn tar(dir: &Path, entries: &[Entry], dockerfile: &str) -> Result<Vec<u8>, E
     Ok(out)
 }
 
+/// Sends written bytes to a channel in chunks, from a blocking thread.
+struct ChunkWriter {
+    tx: tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+    buf: Vec<u8>,
+}
+
+const CHUNK: usize = 256 << 10;
+
+impl Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the engine stopped reading the build context",
+            )
+        })
+    }
+}
+
+/// The context tar as a stream of chunks, produced by a background thread,
+/// so a large context is never held in memory at once.
+pub fn tar_stream(
+    dir: std::path::PathBuf,
+    entries: Vec<Entry>,
+    dockerfile: String,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    std::thread::spawn(move || {
+        let w = ChunkWriter {
+            tx: tx.clone(),
+            buf: Vec::with_capacity(CHUNK),
+        };
+        if let Err(e) = write_tar(w, &dir, &entries, &dockerfile) {
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+    });
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_streamed_tar_equals_the_buffered_one() {
+        let dir = std::env::temp_dir().join(format!("kiln-ctx-stream-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        std::fs::write(dir.join("d/big"), vec![5u8; 3 * CHUNK + 17]).unwrap();
+        std::fs::write(dir.join("small"), b"s").unwrap();
+        let entries = list(&dir, None).unwrap();
+        let whole = tar(&dir, &entries, "FROM scratch\n").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let streamed: Vec<u8> = rt.block_on(async {
+            use futures_util::StreamExt;
+            let mut out = Vec::new();
+            let mut s = Box::pin(tar_stream(
+                dir.clone(),
+                entries.clone(),
+                "FROM scratch\n".into(),
+            ));
+            while let Some(chunk) = s.next().await {
+                out.extend_from_slice(&chunk.unwrap());
+            }
+            out
+        });
+        assert_eq!(streamed, whole);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn tar_contains_kept_files_and_the_dockerfile() {

@@ -162,7 +162,11 @@ impl LocalEngine {
             .ok()
             .map(|p| p.display().to_string());
         let entries = context::list(&spec.context, df_rel.as_deref())?;
-        let tar = context::tar(&spec.context, &entries, dockerfile)?;
+        let body = bollard::body_try_stream(context::tar_stream(
+            spec.context.clone(),
+            entries,
+            dockerfile.to_string(),
+        ));
         let mut b = BuildImageOptionsBuilder::default()
             .dockerfile(context::DOCKERFILE_IN_TAR)
             .t(build_tag)
@@ -195,9 +199,7 @@ impl LocalEngine {
         let opts = b.build();
         let started = Instant::now();
         let mut tracker = StepTracker::new(&spec.name);
-        let mut stream = self
-            .docker
-            .build_image(opts, None, Some(bollard::body_full(tar.into())));
+        let mut stream = self.docker.build_image(opts, None, Some(body));
         let mut image_id = None;
         let mut error = None;
         while let Some(item) = stream.next().await {
