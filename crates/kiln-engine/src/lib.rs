@@ -14,6 +14,7 @@ pub mod docker_cli;
 pub mod error;
 pub mod events;
 pub mod hashing;
+pub mod inputs;
 pub mod local;
 pub mod rewrite;
 pub mod run;

@@ -1,0 +1,150 @@
+//! Content keys gathered from the real twin (examples/twin): a change to a
+//! consumed input changes exactly the keys of the targets that read it; a
+//! change to anything no needed stage reads changes none.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kiln_engine::hashing::StatCache;
+use kiln_engine::inputs::{external_images, gather};
+use kiln_engine::{BuildSpec, ContextSource, SecretSpec};
+
+fn twin_copy(tag: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twin");
+    let dst = std::env::temp_dir().join(format!("kiln-inputs-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dst);
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    dst
+}
+
+fn specs(dir: &Path) -> Vec<BuildSpec> {
+    let text = std::fs::read_to_string(dir.join("docker-bake.hcl")).unwrap();
+    let opts = kiln_bake::Options::default();
+    let bake = kiln_bake::load(vec![("docker-bake.hcl".into(), text)], &opts).unwrap();
+    let r = bake
+        .resolve(&["default".into(), "pytorch-run".into()], &[], &opts)
+        .unwrap();
+    r.targets
+        .values()
+        .map(|t| BuildSpec {
+            name: t.name.clone(),
+            context: dir.to_path_buf(),
+            dockerfile: dir.join(t.dockerfile.clone().unwrap()),
+            args: t
+                .args
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect(),
+            labels: t
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v?)))
+                .collect(),
+            contexts: t
+                .contexts
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, ContextSource::Target { name: v }))
+                .collect(),
+            secrets: t
+                .secret
+                .clone()
+                .unwrap_or_default()
+                .iter()
+                .map(|e| SecretSpec {
+                    id: e["id"].as_str().unwrap().into(),
+                    src: None,
+                    env: None,
+                })
+                .collect(),
+            ..BuildSpec::default()
+        })
+        .collect()
+}
+
+/// Every target's key, with fixed image and upstream digests.
+fn keys(dir: &Path, cache: &StatCache) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for s in specs(dir) {
+        let images: BTreeMap<String, String> = external_images(&s)
+            .unwrap()
+            .into_iter()
+            .map(|i| (i, "sha256:fixed-base".to_string()))
+            .collect();
+        let upstreams: BTreeMap<String, String> = s
+            .contexts
+            .keys()
+            .map(|k| (k.clone(), format!("sha256:up-{k}")))
+            .collect();
+        let (m, _) = gather(&s, "linux/amd64", &images, &upstreams, cache).unwrap();
+        out.insert(s.name.clone(), m.key());
+    }
+    out
+}
+
+fn changed(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+#[test]
+fn keys_follow_exactly_what_each_target_consumes() {
+    let dir = twin_copy("keys");
+    let cache = StatCache::default();
+    let base = keys(&dir, &cache);
+    assert_eq!(base.len(), 15);
+    assert_eq!(keys(&dir, &cache), base, "stable");
+
+    // Unconsumed: a README, an ignored junk file, docs/, the sources of a
+    // stage lmcache never builds.
+    std::fs::write(dir.join("src/lmcache/README.md"), "changed").unwrap();
+    std::fs::write(dir.join("src/lmcache/csrc/junk.tmp"), "junk").unwrap();
+    std::fs::create_dir_all(dir.join("docs")).unwrap();
+    std::fs::write(dir.join("docs/new.md"), "doc").unwrap();
+    let tests_dir = dir.join("src/lmcache/tests");
+    assert!(
+        tests_dir.is_dir(),
+        "the twin has an unneeded test stage with sources"
+    );
+    let f = std::fs::read_dir(&tests_dir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_file())
+        .unwrap()
+        .path();
+    std::fs::write(&f, "changed test").unwrap();
+    assert!(
+        changed(&base, &keys(&dir, &cache)).is_empty(),
+        "nothing consumed changed"
+    );
+
+    // Consumed: one of lmcache's C sources.
+    let csrc = std::fs::read_dir(dir.join("src/lmcache/csrc"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_file() && !p.to_string_lossy().ends_with(".tmp"))
+        .unwrap();
+    let mut text = std::fs::read_to_string(&csrc).unwrap();
+    text.push_str("\n// changed\n");
+    std::fs::write(&csrc, text).unwrap();
+    assert_eq!(
+        changed(&base, &keys(&dir, &cache)),
+        ["lmcache"],
+        "upstream digests are fixed here, so only lmcache itself"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
