@@ -206,32 +206,7 @@ pub struct PrintOptions {
 
 /// Go `path.Clean`.
 pub fn clean_path(p: &str) -> String {
-    if p.is_empty() {
-        return ".".into();
-    }
-    let rooted = p.starts_with('/');
-    let mut out: Vec<&str> = Vec::new();
-    for part in p.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if out.last().is_some_and(|l| *l != "..") {
-                    out.pop();
-                } else if !rooted {
-                    out.push("..");
-                }
-            }
-            x => out.push(x),
-        }
-    }
-    let s = out.join("/");
-    if rooted {
-        format!("/{s}")
-    } else if s.is_empty() {
-        ".".into()
-    } else {
-        s
-    }
+    kiln_util::gopath::clean(p)
 }
 
 /// Whether a context is a remote URL (left untouched by the conversion).

@@ -375,7 +375,7 @@ fn finish_entry(mut e: Entry, kind: EntryKind) -> Result<Entry, String> {
                         if e.contains_key("env") {
                             s.to_string()
                         } else {
-                            go_base(s)
+                            kiln_util::gopath::base(s)
                         }
                     })
                     .unwrap_or_default();
@@ -525,18 +525,6 @@ pub fn parse_go_bool(s: &str) -> Option<bool> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
         _ => None,
     }
-}
-
-/// Go `path.Base`.
-pub fn go_base(p: &str) -> String {
-    if p.is_empty() {
-        return ".".into();
-    }
-    let t = p.trim_end_matches('/');
-    if t.is_empty() {
-        return "/".into();
-    }
-    t.rsplit('/').next().unwrap_or(t).to_string()
 }
 
 fn want_resources(v: Value) -> Result<Option<Resources>, String> {

@@ -126,7 +126,10 @@ const RESERVED_KINDS: &[&str] = &["target", "group"];
 pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<Config, Diags> {
     let mut p = Program {
         opts,
-        file_dirs: file_names.iter().map(|n| go_dir(n)).collect(),
+        file_dirs: file_names
+            .iter()
+            .map(|n| kiln_util::gopath::dir(n))
+            .collect(),
         vars: IndexMap::new(),
         attrs: IndexMap::new(),
         funcs: IndexMap::new(),
@@ -961,14 +964,6 @@ impl Program<'_> {
     }
 }
 
-/// Go `path.Dir`.
-pub fn go_dir(p: &str) -> String {
-    match p.rfind('/') {
-        Some(i) => crate::clean_path(&p[..i.max(1).min(p.len())]),
-        None => ".".into(),
-    }
-}
-
 /// Whether a context value is a local path that file-relative mode rebases.
 fn rebasable(v: &str) -> bool {
     !(v.starts_with("cwd://")
@@ -1468,12 +1463,5 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("Did you mean \"platforms\"?"), "{e}");
         assert!(e.contains("t.hcl:2:3"), "{e}");
-    }
-
-    #[test]
-    fn go_dir_matches_path_dir() {
-        assert_eq!(go_dir("a/b/c.hcl"), "a/b");
-        assert_eq!(go_dir("c.hcl"), ".");
-        assert_eq!(go_dir("/c.hcl"), "/");
     }
 }

@@ -462,80 +462,12 @@ fn sanitize(args: &[Value]) -> Result<Value, FuncError> {
     )
 }
 
-/// Go's `path.Clean`.
-fn go_path_clean(path: &str) -> String {
-    if path.is_empty() {
-        return ".".into();
-    }
-    let p = path.as_bytes();
-    let n = p.len();
-    let rooted = p[0] == b'/';
-    let mut out: Vec<u8> = Vec::with_capacity(n);
-    let (mut r, mut dotdot) = (0usize, 0usize);
-    if rooted {
-        out.push(b'/');
-        r = 1;
-        dotdot = 1;
-    }
-    let at = |i: usize| p.get(i).copied();
-    while r < n {
-        if p[r] == b'/' || (p[r] == b'.' && (r + 1 == n || at(r + 1) == Some(b'/'))) {
-            // empty or "." element
-            r += 1;
-        } else if p[r] == b'.' && at(r + 1) == Some(b'.') && (r + 2 == n || at(r + 2) == Some(b'/'))
-        {
-            r += 2;
-            if out.len() > dotdot {
-                out.pop();
-                while out.len() > dotdot && out.last() != Some(&b'/') {
-                    out.pop();
-                }
-            } else if !rooted {
-                if !out.is_empty() {
-                    out.push(b'/');
-                }
-                out.extend_from_slice(b"..");
-                dotdot = out.len();
-            }
-        } else {
-            if (rooted && out.len() != 1) || (!rooted && !out.is_empty()) {
-                out.push(b'/');
-            }
-            while r < n && p[r] != b'/' {
-                out.push(p[r]);
-                r += 1;
-            }
-        }
-    }
-    if out.is_empty() {
-        return ".".into();
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn basename(args: &[Value]) -> Result<Value, FuncError> {
-    let path = str_arg(args, 0)?;
-    if path.is_empty() {
-        return string(".");
-    }
-    let trimmed = path.trim_end_matches('/');
-    let base = match trimmed.rfind('/') {
-        Some(i) => trimmed.get(i + 1..).unwrap_or(""),
-        None => trimmed,
-    };
-    if base.is_empty() {
-        return string("/");
-    }
-    string(base)
+    string(kiln_util::gopath::base(str_arg(args, 0)?))
 }
 
 fn dirname(args: &[Value]) -> Result<Value, FuncError> {
-    let path = str_arg(args, 0)?;
-    let dir = match path.rfind('/') {
-        Some(i) => path.get(..=i).unwrap_or(""),
-        None => "",
-    };
-    string(go_path_clean(dir))
+    string(kiln_util::gopath::dir(str_arg(args, 0)?))
 }
 
 fn homedir(_args: &[Value]) -> Result<Value, FuncError> {

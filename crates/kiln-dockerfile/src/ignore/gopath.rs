@@ -1,45 +1,7 @@
 //! The few Go `path/filepath` functions the matcher depends on, Unix flavour, ported so
 //! that patterns are cleaned and validated exactly as the docker CLI does it.
 
-/// Go's `filepath.Clean`: the shortest lexically equivalent path. Repeated `/` collapse,
-/// `.` elements go, `x/..` pairs cancel, `..` at the root of an absolute path goes, and
-/// an empty result is `.`.
-pub(crate) fn clean(path: &str) -> String {
-    if path.is_empty() {
-        return ".".to_owned();
-    }
-    let rooted = path.starts_with('/');
-    let mut out: Vec<&str> = Vec::new();
-    for elem in path.split('/') {
-        match elem {
-            "" | "." => {}
-            ".." => {
-                if out.last().is_some_and(|last| *last != "..") {
-                    out.pop();
-                } else if !rooted {
-                    out.push("..");
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    let joined = out.join("/");
-    if rooted {
-        format!("/{joined}")
-    } else if joined.is_empty() {
-        ".".to_owned()
-    } else {
-        joined
-    }
-}
-
-/// Go's `filepath.Dir`: everything before the last `/`, cleaned (`.` when there is none).
-pub(crate) fn dir(path: &str) -> String {
-    match path.rfind('/') {
-        Some(i) => clean(&path[..=i]),
-        None => ".".to_owned(),
-    }
-}
+pub(crate) use kiln_util::gopath::{clean, dir};
 
 /// Whether Go's `filepath.Match(pattern, ".")` returns `ErrBadPattern`.
 ///
