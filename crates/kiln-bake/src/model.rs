@@ -466,6 +466,12 @@ pub fn parse_entries(s: &str, kind: EntryKind) -> Result<Vec<Entry>, String> {
 
 /// Splits a CSV record the way Go's encoding/csv (via go-csvvalue) does for one line.
 pub fn csv_fields(s: &str) -> Result<Vec<String>, String> {
+    csv_record(s, ',')
+}
+
+/// [`csv_fields`] with another field separator (bake parses `k:v` map
+/// entries of typed variable overrides with `:`).
+pub fn csv_record(s: &str, sep: char) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut chars = s.chars().peekable();
@@ -480,7 +486,8 @@ pub fn csv_fields(s: &str) -> Result<Vec<String>, String> {
                 } else {
                     quoted = false;
                     match chars.peek() {
-                        None | Some(',') => {}
+                        None => {}
+                        Some(&c) if c == sep => {}
                         Some(_) => {
                             return Err(format!(
                                 "parse error: extraneous or missing \" in quoted-field in {s:?}"
@@ -498,7 +505,7 @@ pub fn csv_fields(s: &str) -> Result<Vec<String>, String> {
                 quoted = true;
                 at_start = false;
             }
-            ',' => {
+            c if c == sep => {
                 out.push(std::mem::take(&mut cur));
                 at_start = true;
             }
@@ -975,6 +982,8 @@ mod tests {
         assert!(csv_fields("a\"b").is_err());
         assert!(csv_fields("\"abc").is_err());
         assert_eq!(csv_fields("a,\"b,c\"").unwrap(), vec!["a", "b,c"]);
+        assert_eq!(csv_record("k:\"v:w\"", ':').unwrap(), vec!["k", "v:w"]);
+        assert_eq!(csv_record("a,b:c", ':').unwrap(), vec!["a,b", "c"]);
     }
 
     #[test]

@@ -1317,7 +1317,7 @@ fn parse_typed_override(name: &str, s: &str, ty: &Type) -> Result<Value, String>
                 .map_err(|e| csv_err(format!("failed to parse {s:?} as CSV: {e}")))?;
             let mut out = BTreeMap::new();
             for f in fields {
-                let kv = csv_split(&f, ':')
+                let kv = crate::model::csv_record(&f, ':')
                     .map_err(|e| csv_err(format!("failed to parse map entry {f:?} as CSV: {e}")))?;
                 if kv.len() != 2 {
                     return Err(csv_err(format!("expected one k/v pair in {f:?}")));
@@ -1337,28 +1337,6 @@ fn parse_typed_override(name: &str, s: &str, ty: &Type) -> Result<Value, String>
             ty.friendly_name()
         )),
     }
-}
-
-fn csv_split(s: &str, sep: char) -> Result<Vec<String>, String> {
-    // Reuse the comma parser by swapping separators outside quotes.
-    let swapped: String = s
-        .chars()
-        .map(|c| {
-            if c == sep {
-                '\u{1}'
-            } else if c == ',' {
-                '\u{2}'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let replaced = swapped.replace('\u{1}', ",");
-    let fields = crate::model::csv_fields(&replaced)?;
-    Ok(fields
-        .into_iter()
-        .map(|f| f.replace('\u{2}', ","))
-        .collect())
 }
 
 /// The value an untyped `NAME_JSON` override would have as JSON (for tests).
