@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::ast::*;
-use crate::diag::{Diag, Diags};
+use crate::diag::Diags;
 use crate::stdlib::{self, FuncError};
-use crate::value::{Type, Value, convert, format_number, unify_values};
+use crate::value::{Type, Value, convert, format_number};
 
 /// A user-defined `function` block.
 #[derive(Debug)]
@@ -440,7 +440,7 @@ impl<'e> Evaluator<'e> {
             }
         }
         if let Some(uf) = self.env.function(name, span)? {
-            return self.call_user(&uf, vals, &spans, span);
+            return self.call_user(&uf, vals, span);
         }
         let Some(f) = stdlib::lookup(name) else {
             let hint = crate::suggest::suggest(name, stdlib::names())
@@ -502,13 +502,7 @@ impl<'e> Evaluator<'e> {
         ))
     }
 
-    fn call_user(
-        &mut self,
-        uf: &UserFunc,
-        vals: Vec<Value>,
-        spans: &[Span],
-        span: Span,
-    ) -> Result<Value, Diags> {
+    fn call_user(&mut self, uf: &UserFunc, vals: Vec<Value>, span: Span) -> Result<Value, Diags> {
         let n = uf.params.len();
         if vals.len() < n {
             return Err(d(
@@ -523,7 +517,6 @@ impl<'e> Evaluator<'e> {
             ));
         }
         if vals.len() > n && uf.variadic.is_none() {
-            let _ = spans;
             return Err(d(
                 span,
                 "Too many function arguments",
@@ -543,14 +536,12 @@ impl<'e> Evaluator<'e> {
         let saved = std::mem::replace(&mut self.locals, locals);
         let r = self.eval(&uf.result);
         self.locals = saved;
-        r.map_err(|e| {
-            let inner: Vec<String> = e.0.iter().map(Diag::message).collect();
-            let mut out = e;
-            if out.0.len() == 1 && out.0[0].span.is_none() {
-                out.0[0].span = Some(span);
+        // An error without a position points at the call.
+        r.map_err(|mut e| {
+            if e.0.len() == 1 && e.0[0].span.is_none() {
+                e.0[0].span = Some(span);
             }
-            let _ = inner;
-            out
+            e
         })
     }
 
@@ -1009,18 +1000,6 @@ fn parts_text(e: &Expr) -> Option<String> {
     }
 }
 
-/// Unifies a tuple into a list when all elements share a type (used when a
-/// declared list attribute receives a tuple).
-pub fn tuple_as_list(v: Value) -> Value {
-    match v {
-        Value::Tuple(items) => match unify_values(&items) {
-            Some(t) => Value::list(items.clone()).unwrap_or(Value::List(t, items)),
-            None => Value::Tuple(items),
-        },
-        other => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1063,7 +1042,7 @@ mod tests {
         let mut env = TestEnv;
         Evaluator::new(&mut env).eval(&e).map_err(|d| {
             d.0.iter()
-                .map(Diag::message)
+                .map(crate::diag::Diag::message)
                 .collect::<Vec<_>>()
                 .join(" | ")
         })

@@ -356,7 +356,7 @@ fn lower(n: &Node, text: &str) -> Result<Expr, Diags> {
         J::Null => Expr::Literal(Value::null(), n.span),
         J::Bool(b) => Expr::Literal(Value::Bool(*b), n.span),
         J::Number(x) => Expr::Literal(Value::Number(*x), n.span),
-        J::Str(s, at) => string_expr(s, *at, n.span, text)?,
+        J::Str(s, at) => string_expr(s, *at, n.span)?,
         J::Array(items) => Expr::Tuple(
             items
                 .iter()
@@ -383,13 +383,12 @@ fn lower(n: &Node, text: &str) -> Result<Expr, Diags> {
     })
 }
 
-fn string_expr(s: &str, at: usize, span: Span, text: &str) -> Result<Expr, Diags> {
+fn string_expr(s: &str, at: usize, span: Span) -> Result<Expr, Diags> {
     if !s.contains("${") && !s.contains("%{") {
         return Ok(Expr::Literal(Value::string(s), span));
     }
     // Offsets inside the template are exact when the JSON string has no
     // escapes; with escapes they point near the error.
-    let _ = text;
     native::parse_template(s, span.file, at).map(|e| match e {
         Expr::Template(parts, _) => Expr::Template(parts, span),
         other => other,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
-use crate::value::{Type, Value, convert, to_json};
+use crate::value::{Type, Value, convert};
 
 /// A structured list entry, kept as its `--print` object (`{"type": "local", "dest": "out"}`).
 pub type Entry = BTreeMap<String, J>;
@@ -926,11 +926,6 @@ impl Group {
         );
         J::Object(m)
     }
-}
-
-/// Converts a value for a target/group attribute reference (`target.x.y`).
-pub fn value_json(v: &Value) -> J {
-    to_json(v)
 }
 
 #[cfg(test)]

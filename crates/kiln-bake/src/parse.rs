@@ -12,7 +12,7 @@ use crate::ast::*;
 use crate::diag::{Diag, Diags};
 use crate::eval::{Env, Evaluator, UserFunc, type_expr};
 use crate::model::{Group, TARGET_ATTRS, Target, parse_go_bool};
-use crate::value::{Type, Value, convert, from_json, from_json_typed, parse_number};
+use crate::value::{Type, Value, convert, from_json_typed, parse_number};
 
 /// Inputs to evaluation besides the files.
 #[derive(Clone, Debug, Default)]
@@ -1337,13 +1337,6 @@ fn parse_typed_override(name: &str, s: &str, ty: &Type) -> Result<Value, String>
             ty.friendly_name()
         )),
     }
-}
-
-/// The value an untyped `NAME_JSON` override would have as JSON (for tests).
-pub fn json_value(text: &str) -> Option<Value> {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .map(|j| from_json(&j))
 }
 
 #[cfg(test)]

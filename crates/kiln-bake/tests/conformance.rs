@@ -302,12 +302,6 @@ fn run_case(dir: &Path, case: &J) -> Result<(), String> {
                 }
             }
             "list" => {
-                let what = case["targets"]
-                    .as_array()
-                    .and_then(|a| a.first())
-                    .and_then(J::as_str)
-                    .unwrap_or("");
-                let _ = what;
                 let text = if case["id"].as_str().unwrap_or("").contains("variables") {
                     kiln_bake::list_variables(&bake.config)
                 } else {

@@ -3,7 +3,6 @@
 //! and image lookups.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use bollard::Docker;
 use bollard::models::BuildInfoAux;
@@ -197,7 +196,6 @@ impl LocalEngine {
             b = b.platform(p);
         }
         let opts = b.build();
-        let started = Instant::now();
         let mut tracker = StepTracker::new(&spec.name);
         let mut stream = self.docker.build_image(opts, None, Some(body));
         let mut image_id = None;
@@ -246,7 +244,6 @@ impl LocalEngine {
                 }
             }
         }
-        let _ = started;
         if let Some(message) = error {
             let (step, log_tail) = match tracker.failure() {
                 Some((s, _, logs)) => (Some(s), logs),
