@@ -256,25 +256,19 @@ pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
     for (k, kspan, v) in items {
         match k.as_str() {
             "variable" | "target" | "group" | "function" => {
-                labeled_blocks(&k, kspan, v, &mut body, text)?;
+                labeled_blocks(&k, kspan, v, &mut body)?;
             }
             _ => body.attrs.push(Attribute {
                 name: k,
                 name_span: kspan,
-                expr: lower(&v, text)?,
+                expr: lower(&v)?,
             }),
         }
     }
     Ok(body)
 }
 
-fn labeled_blocks(
-    kind: &str,
-    kspan: Span,
-    v: Node,
-    out: &mut Body,
-    text: &str,
-) -> Result<(), Diags> {
+fn labeled_blocks(kind: &str, kspan: Span, v: Node, out: &mut Body) -> Result<(), Diags> {
     match v.v {
         J::Object(labels) => {
             for (label, lspan, content) in labels {
@@ -282,7 +276,7 @@ fn labeled_blocks(
                     out.blocks.push(Block {
                         kind: kind.to_string(),
                         labels: vec![(label.clone(), lspan)],
-                        body: block_body(kind, b, text)?,
+                        body: block_body(kind, b)?,
                         span: kspan.to(lspan),
                     });
                 }
@@ -291,7 +285,7 @@ fn labeled_blocks(
         }
         J::Array(items) => {
             for it in items {
-                labeled_blocks(kind, kspan, it, out, text)?;
+                labeled_blocks(kind, kspan, it, out)?;
             }
             Ok(())
         }
@@ -316,7 +310,7 @@ fn block_bodies(n: Node) -> Result<Vec<Node>, Diags> {
     }
 }
 
-fn block_body(kind: &str, n: Node, text: &str) -> Result<Body, Diags> {
+fn block_body(kind: &str, n: Node) -> Result<Body, Diags> {
     let span = n.span;
     let J::Object(items) = n.v else {
         return Err(Diags::at(
@@ -336,7 +330,7 @@ fn block_body(kind: &str, n: Node, text: &str) -> Result<Body, Diags> {
                 body.blocks.push(Block {
                     kind: "validation".into(),
                     labels: vec![],
-                    body: block_body("validation", b, text)?,
+                    body: block_body("validation", b)?,
                     span: kspan.to(bspan),
                 });
             }
@@ -345,25 +339,19 @@ fn block_body(kind: &str, n: Node, text: &str) -> Result<Body, Diags> {
         body.attrs.push(Attribute {
             name: k,
             name_span: kspan,
-            expr: lower(&v, text)?,
+            expr: lower(&v)?,
         });
     }
     Ok(body)
 }
 
-fn lower(n: &Node, text: &str) -> Result<Expr, Diags> {
+fn lower(n: &Node) -> Result<Expr, Diags> {
     Ok(match &n.v {
         J::Null => Expr::Literal(Value::null(), n.span),
         J::Bool(b) => Expr::Literal(Value::Bool(*b), n.span),
         J::Number(x) => Expr::Literal(Value::Number(*x), n.span),
         J::Str(s, at) => string_expr(s, *at, n.span)?,
-        J::Array(items) => Expr::Tuple(
-            items
-                .iter()
-                .map(|i| lower(i, text))
-                .collect::<Result<_, _>>()?,
-            n.span,
-        ),
+        J::Array(items) => Expr::Tuple(items.iter().map(lower).collect::<Result<_, _>>()?, n.span),
         J::Object(items) => {
             let mut out = Vec::new();
             for (k, kspan, v) in items {
@@ -376,7 +364,7 @@ fn lower(n: &Node, text: &str) -> Result<Expr, Diags> {
                 } else {
                     ObjKey::Expr(Expr::Literal(Value::string(k.clone()), *kspan))
                 };
-                out.push((key, lower(v, text)?));
+                out.push((key, lower(v)?));
             }
             Expr::Object(out, n.span)
         }
