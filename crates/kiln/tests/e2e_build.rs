@@ -67,6 +67,13 @@ fn kiln(dir: &Path, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     c.output().expect("run kiln")
 }
 
+/// `kiln build --progress plain --format json ARGS...` in `dir`.
+fn build_json(dir: &Path, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut all = vec!["build", "--progress", "plain", "--format", "json"];
+    all.extend_from_slice(args);
+    kiln(dir, host, &all, env)
+}
+
 fn summary(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(
@@ -220,20 +227,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
         "{err}"
     );
 
-    let o = kiln(
-        &dir,
-        &host,
-        &[
-            "build",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "--var",
-            &format!("REG={reg}"),
-        ],
-        &[],
-    );
+    let o = build_json(&dir, &host, &["--var", &format!("REG={reg}")], &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary(&o);
     for t in s["targets"].as_array().unwrap() {
@@ -252,20 +246,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
 
     // A changed file rebuilds only the steps from its COPY on.
     std::fs::write(dir.join("src/a.txt"), "B\n").unwrap();
-    let o = kiln(
-        &dir,
-        &host,
-        &[
-            "build",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "--var",
-            &format!("REG={reg}"),
-        ],
-        &[],
-    );
+    let o = build_json(&dir, &host, &["--var", &format!("REG={reg}")], &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary(&o);
     assert_eq!(
@@ -285,21 +266,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
 fn a_failure_skips_dependents_and_lets_independent_targets_finish() {
     let Some((host, reg)) = engine() else { return };
     let dir = fixture(&format!("f{}", std::process::id()));
-    let o = kiln(
-        &dir,
-        &host,
-        &[
-            "build",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "--var",
-            &format!("REG={reg}"),
-            "mixed",
-        ],
-        &[],
-    );
+    let o = build_json(&dir, &host, &["--var", &format!("REG={reg}"), "mixed"], &[]);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -343,19 +310,10 @@ fn secrets_reach_the_run_step_and_nothing_else() {
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     );
-    let o = kiln(
+    let o = build_json(
         &dir,
         &host,
-        &[
-            "build",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "--var",
-            &format!("REG={reg}"),
-            "sec",
-        ],
+        &["--var", &format!("REG={reg}"), "sec"],
         &[("E2E_TOKEN", &secret)],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -581,15 +539,10 @@ fn the_twin_builds_then_is_fully_cached_and_a_source_change_rebuilds_only_its_de
 fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
     let Some((host, reg)) = engine() else { return };
     let dir = twin_copy();
-    let o = kiln(
+    let o = build_json(
         &dir,
         &host,
         &[
-            "build",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
             "--var",
             &format!("REGISTRY={reg}"),
             "pytorch-test",
@@ -675,12 +628,7 @@ group "ff" { targets = ["fails", "after-slow"] }
         ("Dockerfile.after", "FROM s\nRUN true\n"),
     ]);
     // The stage and the labels reach the build.
-    let o = kiln(
-        &dir,
-        &host,
-        &["build", "--progress", "plain", "--format", "json", "staged"],
-        &[],
-    );
+    let o = build_json(&dir, &host, &["staged"], &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let image = target(&summary(&o), "staged")["image"]
         .as_str()
@@ -693,12 +641,7 @@ group "ff" { targets = ["fails", "after-slow"] }
     assert!(docker(&host, &["inspect", &image]).contains("\"org.example.kind\": \"staged\""));
     // no-cache: a second build reruns the step.
     for _ in 0..2 {
-        let o = kiln(
-            &dir,
-            &host,
-            &["build", "--progress", "plain", "--format", "json", "nc"],
-            &[],
-        );
+        let o = build_json(&dir, &host, &["nc"], &[]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(target(&summary(&o), "nc")["steps"]["cached"], 0);
     }
@@ -718,20 +661,7 @@ group "ff" { targets = ["fails", "after-slow"] }
         );
     }
     // --fail-fast stops the rest at the first failure.
-    let o = kiln(
-        &dir,
-        &host,
-        &[
-            "build",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "--fail-fast",
-            "ff",
-        ],
-        &[],
-    );
+    let o = build_json(&dir, &host, &["--fail-fast", "ff"], &[]);
     assert_eq!(
         o.status.code(),
         Some(1),
