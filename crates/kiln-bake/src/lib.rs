@@ -27,7 +27,7 @@ use serde_json::{Map, Value as J};
 pub use diag::{Diag, Diags, Pos, Source, Sources};
 pub use model::{Group, Target};
 pub use parse::{Config, Options, VariableInfo};
-pub use resolve::Resolved;
+pub use resolve::{LinkProblem, ResolveError, Resolved};
 
 /// bake's default file names, in merge order (Compose names are not supported).
 pub const DEFAULT_FILES: &[&str] = &[
@@ -52,7 +52,7 @@ pub enum Error {
     Eval { diags: Diags, sources: Sources },
     /// A resolution error (unknown target, bad `--set`, link problems).
     #[error("{0}")]
-    Resolve(String),
+    Resolve(resolve::ResolveError),
     /// No bake file was found.
     #[error("couldn't find a bake definition (looked for {looked}); pass one with -f FILE")]
     NoFiles { looked: String },
@@ -239,10 +239,10 @@ pub fn to_build_opts(r: &mut Resolved, po: &PrintOptions) -> Result<(), Error> {
         }
         if let Some(ctx) = t.context.clone() {
             if ctx == "-" {
-                return Err(Error::Resolve(format!(
+                return Err(Error::Resolve(ResolveError::from(format!(
                     "target {}: context from stdin not allowed in bake",
                     t.name
-                )));
+                ))));
             }
             if let Some(rest) = ctx.strip_prefix("cwd://") {
                 t.context = Some(clean_path(rest));
@@ -251,20 +251,20 @@ pub fn to_build_opts(r: &mut Resolved, po: &PrintOptions) -> Result<(), Error> {
             }
         }
         if t.dockerfile.as_deref() == Some("-") {
-            return Err(Error::Resolve(format!(
+            return Err(Error::Resolve(ResolveError::from(format!(
                 "target {}: dockerfile from stdin not allowed in bake",
                 t.name
-            )));
+            ))));
         }
         // buildx stats secret files while creating build options.
         for s in t.secret.iter().flatten() {
             if let Some(src) = s.get("src").and_then(J::as_str) {
                 let p = po.cwd.join(src);
                 if !p.exists() {
-                    return Err(Error::Resolve(format!(
+                    return Err(Error::Resolve(ResolveError::from(format!(
                         "target {}: failed to stat secret source {src}: no such file or directory",
                         t.name
-                    )));
+                    ))));
                 }
             }
         }

@@ -9,6 +9,47 @@ use serde_json::Value as J;
 use crate::model::{Entry, EntryKind, Group, Target, parse_entries, parse_go_bool};
 use crate::parse::{Config, Options};
 
+/// A resolution error. `link` says which `target:` link caused it, so
+/// callers can point at the `contexts` attribute of the linking target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolveError {
+    pub message: String,
+    pub link: Option<LinkProblem>,
+}
+
+/// What is wrong with a `target:` link from target `from`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkProblem {
+    /// `target:<missing>` names no target.
+    Unknown { from: String, missing: String },
+    /// Following links from `from` comes back to it (through `to`).
+    Loop { from: String, to: String },
+    /// Any other problem with the link from `from` (self link, platforms).
+    Other { from: String },
+}
+
+impl std::fmt::Display for ResolveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl From<String> for ResolveError {
+    fn from(message: String) -> Self {
+        ResolveError {
+            message,
+            link: None,
+        }
+    }
+}
+
+fn link_error(message: String, link: LinkProblem) -> ResolveError {
+    ResolveError {
+        message,
+        link: Some(link),
+    }
+}
+
 /// One `--set` key for one target, accumulated over all `--set` flags.
 #[derive(Clone, Debug, Default)]
 struct Override {
@@ -585,7 +626,7 @@ pub fn read_targets(
     requested: &[String],
     sets: &[String],
     opts: &Options,
-) -> Result<Resolved, String> {
+) -> Result<Resolved, ResolveError> {
     let overrides = parse_overrides(cfg, sets, opts)?;
     let r = Resolver {
         cfg,
@@ -624,7 +665,7 @@ pub fn read_targets(
                 }
             }
             if matched.is_empty() {
-                return Err(format!("could not find any target matching {n:?}"));
+                return Err(format!("could not find any target matching {n:?}").into());
             }
             names.extend(matched);
         } else {
@@ -687,7 +728,7 @@ fn linked_names(t: &Target) -> Vec<String> {
 /// Pulls in every target reached through `target:` contexts (iterative
 /// depth-first search: linear in targets and links, no recursion, cycles
 /// reported as bake does).
-fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), String> {
+fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), ResolveError> {
     #[derive(Clone, Copy, PartialEq)]
     enum State {
         Active,
@@ -708,16 +749,36 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), String> {
                 frame.2 += 1;
                 let name = frame.0.clone();
                 if dep == name {
-                    return Err(format!("target {name} cannot link to itself"));
+                    return Err(link_error(
+                        format!("target {name} cannot link to itself"),
+                        LinkProblem::Other { from: name },
+                    ));
                 }
                 match state.get(&dep) {
                     Some(State::Active) => {
-                        return Err(format!("infinite loop from {name} to {dep}"));
+                        return Err(link_error(
+                            format!("infinite loop from {name} to {dep}"),
+                            LinkProblem::Loop {
+                                from: name,
+                                to: dep,
+                            },
+                        ));
                     }
-                    Some(State::Done) => link_edge(out, &name, &dep)?,
+                    Some(State::Done) => link_edge(out, &name, &dep)
+                        .map_err(|m| link_error(m, LinkProblem::Other { from: name.clone() }))?,
                     None => {
                         if !out.targets.contains_key(&dep) {
-                            let mut lt = r.resolve_target(&dep)?;
+                            let mut lt = r.resolve_target(&dep).map_err(|m| {
+                                let link = if r.by_name.contains_key(dep.as_str()) {
+                                    LinkProblem::Other { from: name.clone() }
+                                } else {
+                                    LinkProblem::Unknown {
+                                        from: name.clone(),
+                                        missing: dep.clone(),
+                                    }
+                                };
+                                link_error(m, link)
+                            })?;
                             let mut e = Entry::new();
                             e.insert("type".into(), J::String("cacheonly".into()));
                             lt.output = Some(vec![e]);
@@ -735,7 +796,14 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), String> {
                 state.insert(done.clone(), State::Done);
                 if let Some(parent) = stack.last() {
                     let parent = parent.0.clone();
-                    link_edge(out, &parent, &done)?;
+                    link_edge(out, &parent, &done).map_err(|m| {
+                        link_error(
+                            m,
+                            LinkProblem::Other {
+                                from: parent.clone(),
+                            },
+                        )
+                    })?;
                 }
             }
         }
@@ -783,7 +851,7 @@ mod tests {
             crate::load(vec![("t.hcl".into(), src.into())], &opts).map_err(|e| e.to_string())?;
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
-        read_targets(&bake.config, &req, &sets, &opts)
+        read_targets(&bake.config, &req, &sets, &opts).map_err(|e| e.message)
     }
 
     #[test]

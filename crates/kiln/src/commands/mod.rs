@@ -70,51 +70,44 @@ pub fn resolve(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<Re
 }
 
 /// Points resolution errors about `target:` links at the `contexts`
-/// attribute that names the link, with a "did you mean" for unknown names.
+/// attribute of the linking target, with a "did you mean" for unknown names.
 fn locate_resolve_error(bake: &Bake, e: kiln_bake::Error) -> CliError {
-    let kiln_bake::Error::Resolve(msg) = &e else {
+    use kiln_bake::LinkProblem;
+    let kiln_bake::Error::Resolve(kiln_bake::ResolveError {
+        message,
+        link: Some(link),
+    }) = &e
+    else {
         return CliError::from(e);
     };
-    // The target whose contexts name `target:<linked>`.
-    let linking = |linked: &str| {
-        let want = format!("target:{linked}");
-        bake.config.targets.iter().find(|t| {
-            t.contexts
-                .as_ref()
-                .is_some_and(|c| c.values().any(|v| *v == want))
-        })
-    };
-    let (span, hint) = if let Some(missing) = msg.strip_prefix("failed to find target ") {
-        let Some(t) = linking(missing) else {
-            return CliError::from(e);
-        };
-        let names = bake.config.targets.iter().map(|t| t.name.as_str());
-        let hint = match kiln_bake::suggest::suggest(missing, names) {
-            Some(s) => format!("did you mean \"target:{s}\"?"),
-            None => "define that target, or point the context at an image (docker-image://...) or a directory".into(),
-        };
-        (
-            bake.config
-                .attr_spans
-                .get(&(t.name.clone(), "contexts".into())),
-            hint,
-        )
-    } else if let Some(rest) = msg.strip_prefix("infinite loop from ") {
-        let from = rest.split(" to ").next().unwrap_or("");
-        (
-            bake.config
-                .attr_spans
-                .get(&(from.to_string(), "contexts".into())),
-            "targets linked through target: contexts must not form a loop".to_string(),
-        )
-    } else {
-        return CliError::from(e);
-    };
-    let message = match span {
-        Some(sp) => {
-            kiln_bake::diag::render(&kiln_bake::Diags::at(*sp, msg.clone(), ""), &bake.sources)
+    let (from, hint) = match link {
+        LinkProblem::Unknown { from, missing } => {
+            let names = bake.config.targets.iter().map(|t| t.name.as_str());
+            let hint = match kiln_bake::suggest::suggest(missing, names) {
+                Some(s) => format!("did you mean \"target:{s}\"?"),
+                None => "define that target, or point the context at an image (docker-image://...) or a directory".into(),
+            };
+            (from, hint)
         }
-        None => msg.clone(),
+        LinkProblem::Loop { from, .. } => (
+            from,
+            "targets linked through target: contexts must not form a loop".to_string(),
+        ),
+        LinkProblem::Other { from } => (
+            from,
+            "check the target: contexts of this target".to_string(),
+        ),
+    };
+    let message = match bake
+        .config
+        .attr_spans
+        .get(&(from.clone(), "contexts".into()))
+    {
+        Some(sp) => kiln_bake::diag::render(
+            &kiln_bake::Diags::at(*sp, message.clone(), ""),
+            &bake.sources,
+        ),
+        None => message.clone(),
     };
     CliError::usage(message).with_hint(hint)
 }
