@@ -183,7 +183,12 @@ fn target_context_loop_is_an_error() {
     let dir = workspace(&[("docker-bake.hcl", bake)]);
     let o = kiln(&dir, &["plan", "a"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("infinite loop from"), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("infinite loop from"), "{e}");
+    assert!(
+        e.contains("docker-bake.hcl:2:") || e.contains("docker-bake.hcl:5:"),
+        "points at a contexts attribute: {e}"
+    );
 }
 
 #[test]
