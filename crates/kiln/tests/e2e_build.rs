@@ -282,9 +282,9 @@ fn a_failure_skips_dependents_and_lets_independent_targets_finish() {
             .unwrap()
             .contains("broken")
     );
-    assert_eq!(target(&s, "indep")["status"], "built");
-    assert_eq!(target(&s, "app")["status"], "built");
     let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(target(&s, "indep")["status"], "built", "{s}\n{err}");
+    assert_eq!(target(&s, "app")["status"], "built", "{s}\n{err}");
     assert!(
         err.contains("step: [2/2] RUN echo about to fail && exit 3"),
         "{err}"
@@ -501,7 +501,15 @@ fn the_twin_builds_then_is_fully_cached_and_a_source_change_rebuilds_only_its_de
     // targets that do not depend on it keep their images.
     let victim = dir.join("src/nixl-wheel/nixl/src/core/nixl_agent.cpp");
     let mut text = std::fs::read_to_string(&victim).unwrap();
-    text.push_str("\n# changed by the e2e test\n");
+    // Unique per run: the engine's cache may hold an earlier run's edit.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    text.push_str(&format!(
+        "\n# changed by the e2e test {} {stamp}\n",
+        std::process::id()
+    ));
     std::fs::write(&victim, text).unwrap();
     let o = kiln(&dir, &host, &args, &env);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -377,10 +377,11 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         }),
     };
     let run_id = format!(
-        "{:x}",
+        "{:x}{:x}",
+        std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
+            .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
     let opts = RunOptions {
