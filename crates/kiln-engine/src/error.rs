@@ -12,6 +12,9 @@ pub enum EngineError {
     /// The build ran and failed.
     #[error("{0}")]
     Build(String),
+    /// The record store could not be read (exit code 3).
+    #[error("{0}")]
+    Store(String),
     /// Local I/O failed (reading the context, temp files).
     #[error("{context}: {source}")]
     Io {

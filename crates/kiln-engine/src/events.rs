@@ -19,6 +19,18 @@ pub enum StepState {
 pub enum Event {
     /// A target started building with the named driver.
     TargetStarted { target: String, driver: String },
+    /// A target's content key was computed (`key` is absent while an
+    /// upstream's output is pending); `read_files`/`read_bytes` say how much
+    /// file content was read (the rest came from the stat cache).
+    Key {
+        target: String,
+        key: Option<String>,
+        files: u64,
+        read_files: u64,
+        read_bytes: u64,
+    },
+    /// Something the user should know that does not stop the target.
+    Warning { target: String, message: String },
     /// A build step (a BuildKit vertex) changed state.
     Step {
         target: String,
@@ -35,7 +47,7 @@ pub enum Event {
         step: String,
         line: String,
     },
-    /// A target finished (built, failed or skipped).
+    /// A target finished (built, skipped, failed or blocked).
     TargetFinished {
         target: String,
         status: String,

@@ -35,8 +35,30 @@ fn analysis(
     spec: &BuildSpec,
     text: &str,
 ) -> Result<kiln_dockerfile::dockerfile::Analysis, EngineError> {
-    analyze(text, spec.target.as_deref(), &spec.args)
-        .map_err(|e| EngineError::Input(format!("{}: {e}", spec.dockerfile.display())))
+    use kiln_dockerfile::dockerfile::DockerfileError as E;
+    analyze(text, spec.target.as_deref(), &spec.args).map_err(|e| {
+        let path = spec.dockerfile.display();
+        let source = |line: usize| {
+            text.lines()
+                .nth(line.saturating_sub(1))
+                .map(|l| format!("\n{line:>4} | {l}"))
+                .unwrap_or_default()
+        };
+        EngineError::Input(match &e {
+            E::Parse {
+                line,
+                column,
+                message,
+            } => format!(
+                "{path}:{line}:{column}: {message}{}\n{:>4} | {}^",
+                source(*line),
+                "",
+                " ".repeat(column.saturating_sub(1))
+            ),
+            E::Invalid { line, message } => format!("{path}:{line}: {message}{}", source(*line)),
+            _ => format!("{path}: {e}"),
+        })
+    })
 }
 
 /// The external images the needed stages read (named contexts excluded):

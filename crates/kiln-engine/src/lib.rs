@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod hashing;
 pub mod inputs;
+pub mod keys;
 pub mod local;
 pub mod rewrite;
 pub mod run;

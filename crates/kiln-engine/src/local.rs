@@ -161,11 +161,6 @@ impl LocalEngine {
             .ok()
             .map(|p| p.display().to_string());
         let entries = context::list(&spec.context, df_rel.as_deref())?;
-        let body = bollard::body_try_stream(context::tar_stream(
-            spec.context.clone(),
-            entries,
-            dockerfile.to_string(),
-        ));
         let mut b = BuildImageOptionsBuilder::default()
             .dockerfile(context::DOCKERFILE_IN_TAR)
             .t(build_tag)
@@ -197,10 +192,30 @@ impl LocalEngine {
         }
         let opts = b.build();
         let mut tracker = StepTracker::new(&spec.name);
-        let mut stream = self.docker.build_image(opts, None, Some(body));
+        // A pooled connection the daemon has just closed fails the request
+        // before anything is sent ("SendRequest"); nothing ran, so it is
+        // sent again on a fresh connection (at most twice more).
+        let mut attempt = 0;
+        let (mut stream, first) = loop {
+            let body = bollard::body_try_stream(context::tar_stream(
+                spec.context.clone(),
+                entries.clone(),
+                dockerfile.to_string(),
+            ));
+            let mut stream = self.docker.build_image(opts.clone(), None, Some(body));
+            let first = stream.next().await;
+            let retry = matches!(&first, Some(Err(e)) if is_send_error(e));
+            if retry && attempt < 2 {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+                continue;
+            }
+            break (stream, first);
+        };
         let mut image_id = None;
         let mut error = None;
-        while let Some(item) = stream.next().await {
+        let mut next = first;
+        while let Some(item) = next {
             match item {
                 Ok(info) => {
                     if let Some(e) = info.error_detail.and_then(|d| d.message) {
@@ -239,10 +254,11 @@ impl LocalEngine {
                             detail: msg,
                         });
                     }
-                    error = Some(msg);
+                    error = Some(error_chain(&e));
                     break;
                 }
             }
+            next = stream.next().await;
         }
         if let Some(message) = error {
             let (step, log_tail) = match tracker.failure() {
@@ -267,6 +283,27 @@ impl LocalEngine {
             steps: tracker.counts(),
         }))
     }
+}
+
+/// The request could not be sent (typically a pooled connection the
+/// daemon closed): safe to send again, nothing ran.
+fn is_send_error(e: &bollard::errors::Error) -> bool {
+    error_chain(e).contains("SendRequest")
+}
+
+/// An error with its sources, so "client error (SendRequest)" says why.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !msg.contains(&t) {
+            msg.push_str(": ");
+            msg.push_str(&t);
+        }
+        src = s.source();
+    }
+    msg
 }
 
 fn is_connection_error(msg: &str) -> bool {

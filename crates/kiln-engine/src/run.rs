@@ -1,25 +1,32 @@
 //! The scheduler: builds targets in dependency order, independent ones
-//! concurrently up to a cap; hands each finished target to its dependents
-//! by a unique local reference; skips the dependents of a failed target
-//! and lets independent ones finish (or stops at once with fail-fast).
+//! concurrently up to a cap; before each target it computes the content
+//! key (with its upstreams' *output* ids: early cutoff), and skips the
+//! target without contacting BuildKit when the record store has the key
+//! and the engine still holds the image. It hands each finished target to
+//! its dependents by a unique local reference, records what it built,
+//! blocks the dependents of a failed target and lets independent ones
+//! finish (or stops at once with fail-fast).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
+use kiln_store::{Lookup, Record, RecordStore};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::docker_cli;
 use crate::error::EngineError;
 use crate::events::{Event, Reporter};
+use crate::hashing::StatCache;
+use crate::keys::{Keyed, key_on};
 use crate::local::{Built, Failed, LocalEngine};
 use crate::rewrite::rewrite;
 use crate::spec::{BuildSpec, ContextSource, Endpoint};
 use crate::steps::StepCounts;
 
 /// How to run.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Builds running at once (at least 1).
     pub jobs: usize,
@@ -27,14 +34,42 @@ pub struct RunOptions {
     pub fail_fast: bool,
     /// A short id naming this run (used in internal tags).
     pub run_id: String,
+    /// Build even when the key is recorded, and overwrite the record.
+    pub force: bool,
+    /// Where keys are looked up and builds recorded.
+    pub store: Arc<dyn RecordStore>,
+    /// File digests by stat, so an unchanged file is not read again.
+    pub stat_cache: Arc<StatCache>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TargetStatus {
+    /// Built by BuildKit in this run.
     Built,
-    Failed,
+    /// Not built: its key is recorded and the image is on the engine (up
+    /// to date, or early cutoff). A success.
     Skipped,
+    /// The build failed.
+    Failed,
+    /// Not built because a dependency failed or the run stopped.
+    Blocked,
+}
+
+impl TargetStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetStatus::Built => "built",
+            TargetStatus::Skipped => "skipped",
+            TargetStatus::Failed => "failed",
+            TargetStatus::Blocked => "blocked",
+        }
+    }
+
+    /// Whether dependents may use the target's image.
+    pub fn ok(self) -> bool {
+        matches!(self, TargetStatus::Built | TargetStatus::Skipped)
+    }
 }
 
 /// One target's outcome: the `kiln build --format json` contract.
@@ -48,6 +83,9 @@ pub struct TargetResult {
     pub image: Option<String>,
     /// The registry digest, when pushed.
     pub digest: Option<String>,
+    /// The content key (absent when the target never got that far).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     pub duration_s: f64,
     pub steps: StepCounts,
     /// `engine-api` or `docker-cli`.
@@ -64,6 +102,10 @@ pub struct TargetResult {
     /// Pushed references.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pushed: Vec<String>,
+    /// Context files hashed for the key, and how many were read (the rest
+    /// came from the stat cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hashed: Option<crate::hashing::HashStats>,
 }
 
 /// The run summary.
@@ -73,8 +115,9 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// Whether any target failed or was blocked.
     pub fn failed(&self) -> bool {
-        self.targets.iter().any(|t| t.status != TargetStatus::Built)
+        self.targets.iter().any(|t| !t.status.ok())
     }
 }
 
@@ -103,25 +146,37 @@ fn driver_name(spec: &BuildSpec) -> &'static str {
     }
 }
 
-/// A build's outcome: built (with pushed `(reference, digest)` pairs) or
-/// failed, or an engine error.
-type Outcome = Result<Result<(Built, Vec<(String, String)>), Failed>, EngineError>;
+/// What happened to one target.
+enum Outcome {
+    /// Built: the image, pushed `(reference, digest)` pairs.
+    Built(Built, Vec<(String, String)>),
+    /// Skipped: the recorded image id, its registry digest, why.
+    Skipped {
+        image_id: String,
+        digest: Option<String>,
+        pushed: Vec<(String, String)>,
+        reason: String,
+    },
+    Failed(Failed),
+}
 
 struct Done {
-    name: String,
-    outcome: Outcome,
+    index: usize,
+    outcome: Result<Outcome, EngineError>,
+    keyed: Option<Keyed>,
     duration_s: f64,
 }
 
-/// Runs `specs` (in a valid build order) on the local engine.
-pub async fn run(
-    endpoint: Endpoint,
+/// What every target task shares.
+struct Shared {
+    engine: LocalEngine,
     specs: Vec<BuildSpec>,
-    opts: RunOptions,
     reporter: Arc<dyn Reporter>,
-) -> Result<RunSummary, EngineError> {
-    let engine = LocalEngine::connect(endpoint).await?;
-    for s in &specs {
+    opts: RunOptions,
+}
+
+fn check_specs(engine: &LocalEngine, specs: &[BuildSpec]) -> Result<(), EngineError> {
+    for s in specs {
         if s.platforms.len() > 1 {
             return Err(EngineError::Input(format!(
                 "target {}: the local engine builds one platform at a time, but {} are requested ({}); build them separately with --set {}.platform=...",
@@ -148,19 +203,43 @@ pub async fn run(
             }
         }
     }
+    Ok(())
+}
+
+/// Runs `specs` (in a valid build order) on the local engine.
+pub async fn run(
+    endpoint: Endpoint,
+    specs: Vec<BuildSpec>,
+    opts: RunOptions,
+    reporter: Arc<dyn Reporter>,
+) -> Result<RunSummary, EngineError> {
+    let engine = LocalEngine::connect(endpoint).await?;
+    check_specs(&engine, &specs)?;
     let index: HashMap<String, usize> = specs
         .iter()
         .enumerate()
         .map(|(i, s)| (s.name.clone(), i))
         .collect();
-    let mut results: Vec<Option<TargetResult>> = vec![None; specs.len()];
-    let mut built_refs: HashMap<String, String> = HashMap::new();
-    let mut running: JoinSet<Done> = JoinSet::new();
-    let mut started: Vec<bool> = vec![false; specs.len()];
-    let mut stop = false;
+    let n = specs.len();
     let jobs = opts.jobs.max(1);
+    let fail_fast = opts.fail_fast;
+    let shared = Arc::new(Shared {
+        engine: engine.clone(),
+        specs,
+        reporter: reporter.clone(),
+        opts,
+    });
+    let specs = &shared.specs;
+    let mut results: Vec<Option<TargetResult>> = vec![None; n];
+    // Finished targets' output image ids (for keys) and unique references
+    // (for the hand-over).
+    let mut outputs: HashMap<String, String> = HashMap::new();
+    let mut refs: HashMap<String, String> = HashMap::new();
+    let mut running: JoinSet<Done> = JoinSet::new();
+    let mut started: Vec<bool> = vec![false; n];
+    let mut stop = false;
     loop {
-        // Skip targets whose dependencies did not build.
+        // Block targets whose dependencies did not build.
         for (i, s) in specs.iter().enumerate() {
             if started[i] || results[i].is_some() {
                 continue;
@@ -169,7 +248,7 @@ pub async fn run(
                 index
                     .get(*d)
                     .and_then(|&j| results[j].as_ref())
-                    .is_some_and(|r| r.status != TargetStatus::Built)
+                    .is_some_and(|r| !r.status.ok())
             });
             if let Some(d) = bad.cloned().or_else(|| stop.then(String::new)) {
                 let reason = if d.is_empty() {
@@ -179,12 +258,12 @@ pub async fn run(
                 };
                 reporter.event(&Event::TargetFinished {
                     target: s.name.clone(),
-                    status: "skipped".into(),
+                    status: TargetStatus::Blocked.as_str().into(),
                     duration_s: 0.0,
                     image: None,
                     reason: Some(reason.clone()),
                 });
-                results[i] = Some(skipped(s, &engine, reason));
+                results[i] = Some(blocked(s, &engine, reason));
                 started[i] = true;
             }
         }
@@ -197,30 +276,34 @@ pub async fn run(
                 continue;
             }
             let ready = s.deps.iter().all(|d| match index.get(d) {
-                Some(&j) => results[j]
-                    .as_ref()
-                    .is_some_and(|r| r.status == TargetStatus::Built),
+                Some(&j) => results[j].as_ref().is_some_and(|r| r.status.ok()),
                 None => true,
             });
             if !ready {
                 continue;
             }
             started[i] = true;
-            let refs = context_refs(s, &specs, &built_refs);
-            let spec = s.clone();
-            let engine = engine.clone();
-            let reporter = reporter.clone();
-            let run_id = opts.run_id.clone();
-            reporter.event(&Event::TargetStarted {
-                target: spec.name.clone(),
-                driver: driver_name(&spec).into(),
-            });
+            let hand_over = context_refs(s, specs, &refs);
+            let rebuilt: Vec<String> = s
+                .deps
+                .iter()
+                .filter(|d| {
+                    index
+                        .get(*d)
+                        .and_then(|&j| results[j].as_ref())
+                        .is_some_and(|r| r.status == TargetStatus::Built)
+                })
+                .cloned()
+                .collect();
+            let outputs = outputs.clone();
+            let shared = shared.clone();
             running.spawn(async move {
                 let t0 = Instant::now();
-                let outcome = build_one(&engine, &spec, &refs, &run_id, reporter.as_ref()).await;
+                let (outcome, keyed) = process(&shared, i, &outputs, &hand_over, &rebuilt).await;
                 Done {
-                    name: spec.name.clone(),
+                    index: i,
                     outcome,
+                    keyed,
                     duration_s: t0.elapsed().as_secs_f64(),
                 }
             });
@@ -230,121 +313,100 @@ pub async fn run(
         };
         let done = match joined {
             Ok(d) => d,
-            // Aborted by --fail-fast: reported as skipped below.
+            // Aborted by --fail-fast: reported as blocked below.
             Err(e) if e.is_cancelled() => continue,
             Err(e) => return Err(EngineError::Build(format!("a build task failed: {e}"))),
         };
-        let i = index[&done.name];
+        let i = done.index;
         let s = &specs[i];
         let duration_s = (done.duration_s * 1000.0).round() / 1000.0;
-        let r = match done.outcome {
-            Ok(Ok((built, pushed))) => {
-                let image = local_ref(&s.name, &built.image_id);
-                built_refs.insert(s.name.clone(), image.clone());
-                reporter.event(&Event::TargetFinished {
-                    target: s.name.clone(),
-                    status: "built".into(),
-                    duration_s,
-                    image: Some(image.clone()),
-                    reason: None,
-                });
-                let digest = pushed.first().map(|(_, d)| d.clone());
-                TargetResult {
-                    name: s.name.clone(),
-                    status: TargetStatus::Built,
-                    node: engine.endpoint.host.clone(),
-                    image: Some(image),
-                    digest,
-                    duration_s,
-                    steps: built.steps,
-                    driver: driver_name(s).into(),
-                    reason: None,
-                    error: None,
-                    failed_step: None,
-                    log_tail: Vec::new(),
-                    pushed: pushed
-                        .into_iter()
-                        .map(|(r, d)| format!("{r}@{d}"))
-                        .collect(),
-                }
-            }
-            Ok(Err(f)) => {
-                if opts.fail_fast {
-                    stop = true;
-                    running.abort_all();
-                }
-                reporter.event(&Event::TargetFinished {
-                    target: s.name.clone(),
-                    status: "failed".into(),
-                    duration_s,
-                    image: None,
-                    reason: Some(f.message.clone()),
-                });
-                TargetResult {
-                    name: s.name.clone(),
-                    status: TargetStatus::Failed,
-                    node: engine.endpoint.host.clone(),
-                    image: None,
-                    digest: None,
-                    duration_s,
-                    steps: f.steps,
-                    driver: driver_name(s).into(),
-                    reason: None,
-                    error: Some(f.message),
-                    failed_step: f.step,
-                    log_tail: f.log_tail,
-                    pushed: Vec::new(),
-                }
-            }
-            Err(e @ EngineError::Unreachable { .. }) => return Err(e),
-            Err(e) => {
-                if opts.fail_fast {
-                    stop = true;
-                    running.abort_all();
-                }
-                let msg = e.to_string();
-                reporter.event(&Event::TargetFinished {
-                    target: s.name.clone(),
-                    status: "failed".into(),
-                    duration_s,
-                    image: None,
-                    reason: Some(msg.clone()),
-                });
-                TargetResult {
-                    name: s.name.clone(),
-                    status: TargetStatus::Failed,
-                    node: engine.endpoint.host.clone(),
-                    image: None,
-                    digest: None,
-                    duration_s,
-                    steps: StepCounts::default(),
-                    driver: driver_name(s).into(),
-                    reason: None,
-                    error: Some(msg),
-                    failed_step: None,
-                    log_tail: Vec::new(),
-                    pushed: Vec::new(),
-                }
-            }
+        let key = done.keyed.as_ref().and_then(|k| k.key.clone());
+        let hashed = done.keyed.as_ref().map(|k| k.stats);
+        let mut r = TargetResult {
+            name: s.name.clone(),
+            status: TargetStatus::Failed,
+            node: engine.endpoint.host.clone(),
+            image: None,
+            digest: None,
+            key,
+            duration_s,
+            steps: StepCounts::default(),
+            driver: driver_name(s).into(),
+            reason: None,
+            error: None,
+            failed_step: None,
+            log_tail: Vec::new(),
+            pushed: Vec::new(),
+            hashed,
         };
+        let pushed_refs = |p: Vec<(String, String)>| -> Vec<String> {
+            p.into_iter().map(|(r, d)| format!("{r}@{d}")).collect()
+        };
+        match done.outcome {
+            Ok(Outcome::Built(built, pushed)) => {
+                let image = local_ref(&s.name, &built.image_id);
+                outputs.insert(s.name.clone(), built.image_id.clone());
+                refs.insert(s.name.clone(), image.clone());
+                r.status = TargetStatus::Built;
+                r.image = Some(image);
+                r.digest = pushed.first().map(|(_, d)| d.clone());
+                r.steps = built.steps;
+                r.pushed = pushed_refs(pushed);
+            }
+            Ok(Outcome::Skipped {
+                image_id,
+                digest,
+                pushed,
+                reason,
+            }) => {
+                let image = local_ref(&s.name, &image_id);
+                outputs.insert(s.name.clone(), image_id);
+                refs.insert(s.name.clone(), image.clone());
+                r.status = TargetStatus::Skipped;
+                r.image = Some(image);
+                r.digest = pushed.first().map(|(_, d)| d.clone()).or(digest);
+                r.reason = Some(reason);
+                r.pushed = pushed_refs(pushed);
+            }
+            Ok(Outcome::Failed(f)) => {
+                r.error = Some(f.message);
+                r.failed_step = f.step;
+                r.log_tail = f.log_tail;
+                r.steps = f.steps;
+            }
+            Err(e @ (EngineError::Unreachable { .. } | EngineError::Store(_))) => return Err(e),
+            Err(e) => r.error = Some(e.to_string()),
+        }
+        if r.status == TargetStatus::Failed && fail_fast {
+            stop = true;
+            running.abort_all();
+        }
+        reporter.event(&Event::TargetFinished {
+            target: s.name.clone(),
+            status: r.status.as_str().into(),
+            duration_s,
+            image: r.image.clone(),
+            reason: r.reason.clone().or_else(|| r.error.clone()),
+        });
         results[i] = Some(r);
     }
-    // Anything never started or aborted by fail-fast is skipped.
+    // Anything never started or aborted by fail-fast is blocked.
     let targets = specs
         .iter()
         .zip(results)
-        .map(|(s, r)| r.unwrap_or_else(|| skipped(s, &engine, "stopped by --fail-fast".into())))
+        .map(|(s, r)| r.unwrap_or_else(|| blocked(s, &engine, "stopped by --fail-fast".into())))
         .collect();
     Ok(RunSummary { targets })
 }
 
-fn skipped(s: &BuildSpec, engine: &LocalEngine, reason: String) -> TargetResult {
+fn blocked(s: &BuildSpec, engine: &LocalEngine, reason: String) -> TargetResult {
     TargetResult {
         name: s.name.clone(),
-        status: TargetStatus::Skipped,
+        status: TargetStatus::Blocked,
         node: engine.endpoint.host.clone(),
         image: None,
         digest: None,
+        key: None,
         duration_s: 0.0,
         steps: StepCounts::default(),
         driver: driver_name(s).into(),
@@ -353,7 +415,199 @@ fn skipped(s: &BuildSpec, engine: &LocalEngine, reason: String) -> TargetResult 
         failed_step: None,
         log_tail: Vec::new(),
         pushed: Vec::new(),
+        hashed: None,
     }
+}
+
+/// Runs a store call off the async threads (a store may block on I/O).
+async fn store_call<T: Send + 'static>(
+    store: &Arc<dyn RecordStore>,
+    f: impl FnOnce(&dyn RecordStore) -> Result<T, kiln_store::StoreError> + Send + 'static,
+) -> Result<T, EngineError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || f(store.as_ref()))
+        .await
+        .map_err(|e| EngineError::Store(format!("record store task failed: {e}")))?
+        .map_err(|e| EngineError::Store(e.to_string()))
+}
+
+/// One target: key, lookup, then skip or build, then record.
+async fn process(
+    sh: &Shared,
+    i: usize,
+    outputs: &HashMap<String, String>,
+    hand_over: &BTreeMap<String, String>,
+    rebuilt: &[String],
+) -> (Result<Outcome, EngineError>, Option<Keyed>) {
+    let spec = &sh.specs[i];
+    let keyed = match key_on(
+        &sh.engine,
+        spec,
+        &sh.specs,
+        outputs,
+        sh.opts.stat_cache.clone(),
+    )
+    .await
+    {
+        Ok(k) => k,
+        Err(e) => return (Err(e), None),
+    };
+    sh.reporter.event(&Event::Key {
+        target: spec.name.clone(),
+        key: keyed.key.clone(),
+        files: keyed.stats.files,
+        read_files: keyed.stats.read_files,
+        read_bytes: keyed.stats.read_bytes,
+    });
+    let outcome = decide_and_build(sh, spec, &keyed, hand_over, rebuilt).await;
+    (outcome, Some(keyed))
+}
+
+async fn decide_and_build(
+    sh: &Shared,
+    spec: &BuildSpec,
+    keyed: &Keyed,
+    hand_over: &BTreeMap<String, String>,
+    rebuilt: &[String],
+) -> Result<Outcome, EngineError> {
+    let warn = |message: String| {
+        sh.reporter.event(&Event::Warning {
+            target: spec.name.clone(),
+            message,
+        })
+    };
+    let mut force = sh.opts.force;
+    let inputs = serde_json::to_value(&keyed.manifest)
+        .map_err(|e| EngineError::Input(format!("encoding the input manifest: {e}")))?;
+    if let Some(key) = keyed.key.clone().filter(|_| !force) {
+        let k = key.clone();
+        match store_call(&sh.opts.store, move |s| s.get(&k)).await? {
+            Lookup::Hit(entry) => {
+                let rec = entry.record;
+                if sh.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id) {
+                    return adopt(sh, spec, rec, inputs, rebuilt).await;
+                }
+                warn(format!(
+                    "the record for {key} names image {}, which the engine no longer has; rebuilding",
+                    rec.image_id
+                ));
+                force = true;
+            }
+            Lookup::Corrupt(why) => {
+                warn(format!(
+                    "the record for {key} is damaged ({why}); treating it as a miss, rebuilding and repairing it"
+                ));
+                force = true;
+            }
+            Lookup::Miss => {}
+        }
+    }
+    sh.reporter.event(&Event::TargetStarted {
+        target: spec.name.clone(),
+        driver: driver_name(spec).into(),
+    });
+    let t0 = Instant::now();
+    let outcome = build_one(
+        &sh.engine,
+        spec,
+        hand_over,
+        &sh.opts.run_id,
+        sh.reporter.as_ref(),
+    )
+    .await?;
+    let (built, pushed) = match outcome {
+        Ok(x) => x,
+        Err(f) => return Ok(Outcome::Failed(f)),
+    };
+    if let Some(key) = &keyed.key {
+        let record = Record {
+            format: kiln_store::FORMAT.into(),
+            key: key.clone(),
+            target: spec.name.clone(),
+            image_id: built.image_id.clone(),
+            image_ref: Some(local_ref(&spec.name, &built.image_id)),
+            digest: pushed.first().map(|(_, d)| d.clone()),
+            tags: spec.tags.clone(),
+            platform: Some(keyed.manifest.platform.clone()),
+            built_at: now_rfc3339(),
+            node: sh.engine.endpoint.host.clone(),
+            duration_s: (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+            steps_total: built.steps.total as u64,
+            steps_cached: built.steps.cached as u64,
+            inputs_digest: kiln_store::digest(&kiln_store::payload_bytes(&inputs)),
+        };
+        if let Err(e) = store_call(&sh.opts.store, move |s| s.put(&record, &inputs, force)).await {
+            warn(format!(
+                "the build succeeded but could not be recorded ({e}); the next run will build it again"
+            ));
+        }
+    }
+    Ok(Outcome::Built(built, pushed))
+}
+
+/// A hit whose image the engine holds: no build. Restores the unique
+/// reference and any requested tag that no longer points at the image,
+/// pushes when asked, and refreshes the target's latest-record pointer.
+async fn adopt(
+    sh: &Shared,
+    spec: &BuildSpec,
+    rec: Record,
+    inputs: serde_json::Value,
+    rebuilt: &[String],
+) -> Result<Outcome, EngineError> {
+    let id = rec.image_id.clone();
+    let unique = local_ref(&spec.name, &id);
+    let mut retagged = Vec::new();
+    for t in std::iter::once(&unique).chain(spec.tags.iter()) {
+        if sh.engine.image_id(t).await.as_deref() != Some(id.as_str()) {
+            sh.engine.tag(&id, t).await?;
+            if t != &unique {
+                retagged.push(t.clone());
+            }
+        }
+    }
+    let mut pushed = Vec::new();
+    if spec.push {
+        for t in &spec.tags {
+            let digest = sh.engine.push(t).await?;
+            sh.reporter.event(&Event::Pushed {
+                target: spec.name.clone(),
+                reference: t.clone(),
+                digest: digest.clone(),
+            });
+            pushed.push((t.clone(), digest));
+        }
+    }
+    let mut reason = if rebuilt.is_empty() {
+        "up to date".to_string()
+    } else {
+        format!(
+            "early cutoff: {} rebuilt to an identical image",
+            rebuilt.join(", ")
+        )
+    };
+    if !retagged.is_empty() {
+        reason.push_str(&format!(" (re-tagged {})", retagged.join(", ")));
+    }
+    let digest = rec.digest.clone();
+    let _ = store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, false)).await;
+    Ok(Outcome::Skipped {
+        image_id: id,
+        digest,
+        pushed,
+        reason,
+    })
+}
+
+/// The current time, RFC 3339 UTC to the second.
+fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0);
+    now.ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// Named contexts (and tags of this run's targets used as image references)
@@ -397,13 +651,17 @@ fn context_refs(
     refs
 }
 
+/// A build's outcome: built (with pushed `(reference, digest)` pairs) or
+/// failed, or an engine error.
+type BuildOutcome = Result<Result<(Built, Vec<(String, String)>), Failed>, EngineError>;
+
 async fn build_one(
     engine: &LocalEngine,
     spec: &BuildSpec,
     refs: &BTreeMap<String, String>,
     run_id: &str,
     reporter: &dyn Reporter,
-) -> Outcome {
+) -> BuildOutcome {
     let text = match &spec.dockerfile_inline {
         Some(t) => t.clone(),
         None => std::fs::read_to_string(&spec.dockerfile).map_err(|e| {

@@ -186,6 +186,86 @@ pub enum Change {
     },
 }
 
+fn shown(v: &Option<String>) -> String {
+    match v {
+        Some(s) => short(s),
+        None => "(none)".into(),
+    }
+}
+
+/// Digests shortened for humans; other values as they are.
+fn short(s: &str) -> String {
+    if let Some(rest) = s.strip_prefix("pending:") {
+        return format!("(the new output of {rest}, not built yet)");
+    }
+    match s.split_once(':') {
+        Some((algo, hex))
+            if matches!(algo, "sha256" | "blake3")
+                && hex.len() > 12
+                && hex.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            format!("{algo}:{}", &hex[..12])
+        }
+        _ => s.to_string(),
+    }
+}
+
+impl std::fmt::Display for Change {
+    /// One line naming the input and, where it has one, its old and new
+    /// value.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Change::Recipe { old, new } => write!(f, "key recipe {old} → {new}"),
+            Change::Dockerfile => write!(f, "Dockerfile: the needed stages' text changed"),
+            Change::TargetStage { old, new } => {
+                write!(f, "target stage {} → {}", shown(old), shown(new))
+            }
+            Change::Platform { old, new } => write!(f, "platform {old} → {new}"),
+            Change::Arg { name, old, new } => {
+                write!(f, "build arg {name}: {} → {}", shown(old), shown(new))
+            }
+            Change::File { path, change } => write!(f, "file {path}: {change}"),
+            Change::Image {
+                reference,
+                old,
+                new,
+            } => write!(f, "base image {reference}: {} → {}", shown(old), shown(new)),
+            Change::Upstream { context, old, new } => write!(
+                f,
+                "upstream {context}: output {} → {}",
+                shown(old),
+                shown(new)
+            ),
+            Change::Remote { source, old, new } => {
+                write!(f, "remote source {source}: {} → {}", shown(old), shown(new))
+            }
+            Change::Secrets { old, new } => {
+                write!(f, "secret ids [{}] → [{}]", old.join(", "), new.join(", "))
+            }
+            Change::Ssh { old, new } => {
+                write!(f, "ssh ids [{}] → [{}]", old.join(", "), new.join(", "))
+            }
+            Change::SourceDateEpoch { old, new } => {
+                write!(f, "SOURCE_DATE_EPOCH {} → {}", shown(old), shown(new))
+            }
+            Change::Label { name, old, new } => {
+                write!(f, "label {name}: {} → {}", shown(old), shown(new))
+            }
+        }
+    }
+}
+
+/// A short summary of changes for a plan's reason column: the first few,
+/// then a count.
+pub fn summarize(changes: &[Change]) -> String {
+    const SHOWN: usize = 3;
+    let mut parts: Vec<String> = changes.iter().take(SHOWN).map(|c| c.to_string()).collect();
+    if changes.len() > SHOWN {
+        parts.push(format!("{} more", changes.len() - SHOWN));
+    }
+    parts.join("; ")
+}
+
 fn map_diff(
     old: &BTreeMap<String, String>,
     new: &BTreeMap<String, String>,

@@ -1,6 +1,7 @@
 //! The `kiln plan --format json` contract: what will be built, in a valid
-//! build order, with each target's direct dependencies. Later stages add
-//! fields (keys, actions, reasons); the ones here are stable.
+//! build order, with each target's direct dependencies, and — once keys are
+//! computed — each target's content key, action (`build` or `skip`) and
+//! the reason.
 
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,13 @@ pub struct PlannedTarget {
     pub dockerfile: String,
     pub context: String,
     pub platforms: Vec<String>,
+    /// The content key; `null` while it depends on an upstream output that
+    /// will only be known after that upstream builds.
+    pub key: Option<String>,
+    /// `build` or `skip`; `null` when keys were not computed.
+    pub action: Option<String>,
+    /// Why (`up to date`, `never built`, the inputs that changed...).
+    pub reason: Option<String>,
 }
 
 /// A plan: targets in a valid build order (every dependency first).
@@ -37,6 +45,9 @@ impl Plan {
                     dockerfile: t.dockerfile.clone(),
                     context: t.context.clone(),
                     platforms: t.platforms.clone(),
+                    key: None,
+                    action: None,
+                    reason: None,
                 })
             })
             .collect();
@@ -69,8 +80,34 @@ impl Plan {
                 "{:>3}  {:<w$}    context {}, dockerfile {}, platforms {}\n",
                 "", "", t.context, t.dockerfile, plat
             ));
+            if let Some(action) = &t.action {
+                out.push_str(&format!(
+                    "{:>3}  {:<w$}    {action}: {}\n",
+                    "",
+                    "",
+                    t.reason.as_deref().unwrap_or("")
+                ));
+                if let Some(key) = &t.key {
+                    out.push_str(&format!("{:>3}  {:<w$}    key {key}\n", "", ""));
+                }
+            }
         }
-        out.push_str(&format!("{} target(s)\n", self.targets.len()));
+        let count = |a: &str| {
+            self.targets
+                .iter()
+                .filter(|t| t.action.as_deref() == Some(a))
+                .count()
+        };
+        if self.targets.iter().any(|t| t.action.is_some()) {
+            out.push_str(&format!(
+                "{} target(s): {} to build, {} to skip\n",
+                self.targets.len(),
+                count("build"),
+                count("skip")
+            ));
+        } else {
+            out.push_str(&format!("{} target(s)\n", self.targets.len()));
+        }
         out
     }
 }

@@ -4,8 +4,9 @@
 //! `kiln why` can say what changed.
 //!
 //! Owns: the [`RecordStore`] trait, the record format (versioned) and its
-//! protocol, and the local filesystem backend ([`FsStore`]). Registry,
-//! object-store and WebDAV backends implement the same trait.
+//! protocol, the local filesystem backend ([`FsStore`]), the OCI registry
+//! backend ([`OciStore`]) and [`open`], which picks one from a location
+//! string. Object-store and WebDAV backends will implement the same trait.
 //!
 //! Protocol (every backend):
 //! 1. the payload (the input manifest) is written first, content-addressed
@@ -21,8 +22,10 @@
 //! Must never: decide what to build, or store secret values.
 
 mod fs;
+mod oci;
 
 pub use fs::FsStore;
+pub use oci::{INPUTS_MEDIA_TYPE, OciStore, RECORD_MEDIA_TYPE};
 
 use serde::{Deserialize, Serialize};
 
@@ -119,4 +122,95 @@ pub fn digest(bytes: &[u8]) -> String {
 /// caller's key order is kept; callers build manifests from sorted maps).
 pub fn payload_bytes(inputs: &serde_json::Value) -> Vec<u8> {
     serde_json::to_vec(inputs).unwrap_or_default()
+}
+
+/// Opens the record store at `location`:
+/// - `oci://HOST[:PORT]/REPOSITORY[?insecure=1][&timeout=SECONDS]`: an
+///   [`OciStore`] (see its docs and `docs/store-oci.md`);
+/// - any other string without a `scheme://` prefix: a directory for an
+///   [`FsStore`], relative to `project_dir` unless absolute.
+///
+/// Other schemes and an empty location are [`StoreError::Invalid`]. Nothing
+/// is read or contacted until the first operation.
+pub fn open(
+    location: &str,
+    project_dir: &std::path::Path,
+) -> Result<Box<dyn RecordStore>, StoreError> {
+    const FORMS: &str = "expected oci://HOST[:PORT]/REPOSITORY or a directory path";
+    if location.trim().is_empty() {
+        return Err(StoreError::Invalid(format!(
+            "the record store location is empty; {FORMS}"
+        )));
+    }
+    if let Some((scheme, _)) = location.split_once("://") {
+        if scheme.eq_ignore_ascii_case("oci") {
+            return Ok(Box::new(OciStore::new(location)?));
+        }
+        if !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        {
+            return Err(StoreError::Invalid(format!(
+                "record store location {location:?}: unsupported scheme {scheme:?}; {FORMS}"
+            )));
+        }
+    }
+    Ok(Box::new(FsStore::new(project_dir.join(location))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn invalid(location: &str) -> String {
+        match open(location, Path::new("/project")) {
+            Err(StoreError::Invalid(m)) => m,
+            Err(e) => panic!("{location}: expected Invalid, got {e}"),
+            Ok(s) => panic!("{location}: expected Invalid, opened {}", s.location()),
+        }
+    }
+
+    #[test]
+    fn open_picks_the_backend() {
+        let dir = Path::new("/project");
+        let s = open("oci://127.0.0.1:5000/kiln/records", dir).unwrap();
+        assert_eq!(s.location(), "oci://127.0.0.1:5000/kiln/records");
+        let s = open("oci://registry.example.com/kiln/records?timeout=5", dir).unwrap();
+        assert_eq!(s.location(), "oci://registry.example.com/kiln/records");
+        let s = open(".kiln/store", dir).unwrap();
+        assert_eq!(s.location(), "/project/.kiln/store");
+        let s = open("/var/cache/kiln", dir).unwrap();
+        assert_eq!(s.location(), "/var/cache/kiln");
+        // A colon alone is not a scheme.
+        let s = open("store:v1", dir).unwrap();
+        assert_eq!(s.location(), "/project/store:v1");
+    }
+
+    #[test]
+    fn open_rejects_bad_locations_with_the_expected_form() {
+        for (location, why) in [
+            ("oci://", "no repository"),
+            ("oci://127.0.0.1:5000", "no repository"),
+            ("oci://127.0.0.1:5000/", "repository is empty"),
+            ("oci://127.0.0.1:70000/r", "port"),
+            ("oci://127.0.0.1:5000/Kiln", "not a valid name"),
+            ("oci://127.0.0.1:5000/r?bogus=1", "unknown parameter"),
+        ] {
+            let m = invalid(location);
+            assert!(m.contains(why), "{location}: {m}");
+            assert!(
+                m.contains("expected oci://HOST[:PORT]/REPOSITORY"),
+                "{location}: {m}"
+            );
+        }
+        for location in ["", "  ", "s3://bucket/records", "https://h/r"] {
+            let m = invalid(location);
+            assert!(
+                m.contains("expected oci://HOST[:PORT]/REPOSITORY or a directory path"),
+                "{location:?}: {m}"
+            );
+        }
+    }
 }

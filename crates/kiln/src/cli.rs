@@ -18,8 +18,23 @@ pub enum Command {
     Print(PrintArgs),
     /// Show the build graph: targets in build order with their dependencies.
     Plan(PlanArgs),
-    /// Build targets (and everything they need) on the local engine.
+    /// Build targets (and everything they need) on the local engine,
+    /// skipping those whose content key is already recorded.
     Build(BuildArgs),
+    /// Say what changed in a target's inputs since its last recorded build.
+    Why(WhyArgs),
+}
+
+/// Where the engine and the record store are.
+#[derive(Debug, Args)]
+pub struct StoreArgs {
+    /// The Docker engine (default: $DOCKER_HOST, then scripts/dev-env's socket).
+    #[arg(long, value_name = "URL")]
+    pub host: Option<String>,
+    /// The record store: a directory, or oci://HOST[:PORT]/REPO
+    /// (default: .kiln/store in the current directory).
+    #[arg(long, value_name = "LOCATION", env = "KILN_STORE")]
+    pub store: Option<String>,
 }
 
 /// Inputs shared by every command that reads bake files.
@@ -66,6 +81,8 @@ pub struct PlanArgs {
     /// Print the graph instead of the plan.
     #[arg(long, value_enum)]
     pub graph: Option<GraphFormat>,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Targets or groups to plan (default: `default`).
     #[arg(value_name = "TARGET|GROUP")]
     pub targets: Vec<String>,
@@ -102,12 +119,28 @@ pub struct BuildArgs {
     /// The run summary on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// The Docker engine (default: $DOCKER_HOST, then scripts/dev-env's socket).
-    #[arg(long, value_name = "URL")]
-    pub host: Option<String>,
+    /// Build even targets whose key is recorded, and overwrite their records.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Targets or groups to build (default: `default`).
     #[arg(value_name = "TARGET|GROUP")]
     pub targets: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WhyArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// The target to explain.
+    #[arg(value_name = "TARGET")]
+    pub target: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -18,7 +18,7 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command};
 use crate::error::CliError;
-use crate::settings::BakeSettings;
+use crate::settings::{BakeSettings, StoreSettings};
 
 /// Runs kiln with the given arguments and returns the process exit code.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -56,8 +56,11 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             commands::print::run(s, out)
         }
         Command::Plan(a) => {
+            let bake = BakeSettings::resolve(&a.bake)?;
+            let store = StoreSettings::resolve(&a.store, &bake.cwd);
             let s = commands::plan::PlanSettings {
-                bake: BakeSettings::resolve(&a.bake)?,
+                bake,
+                store,
                 format: a.format,
                 graph: a.graph,
                 targets: a.targets,
@@ -66,18 +69,30 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
         }
         Command::Build(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
-            let endpoint = commands::build::resolve_endpoint(a.host.as_deref(), &bake.cwd);
+            let store = StoreSettings::resolve(&a.store, &bake.cwd);
             let s = commands::build::BuildSettings {
                 bake,
+                store,
+                force: a.force,
                 targets: a.targets,
                 jobs: a.jobs,
                 fail_fast: a.fail_fast,
                 push: a.push,
                 progress: a.progress,
                 format: a.format,
-                endpoint,
             };
             commands::build::run(s, out)
+        }
+        Command::Why(a) => {
+            let bake = BakeSettings::resolve(&a.bake)?;
+            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let s = commands::why::WhySettings {
+                bake,
+                store,
+                format: a.format,
+                target: a.target,
+            };
+            commands::why::run(s, out)
         }
     }
 }

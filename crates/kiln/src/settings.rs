@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::cli::BakeArgs;
+use crate::cli::{BakeArgs, StoreArgs};
 use crate::error::CliError;
 
 /// What every bake-reading command needs.
@@ -95,4 +95,49 @@ impl BakeSettings {
             source_date_epoch: env.get("SOURCE_DATE_EPOCH").cloned(),
         })
     }
+}
+
+/// Where the engine, the record store and the stat cache are.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    pub endpoint: kiln_engine::Endpoint,
+    /// A directory (relative to `project`) or `oci://HOST[:PORT]/REPO`.
+    pub store: String,
+    /// The directory `.kiln/` lives in (the current directory).
+    pub project: PathBuf,
+    pub stat_cache: PathBuf,
+}
+
+impl StoreSettings {
+    pub fn resolve(args: &StoreArgs, cwd: &std::path::Path) -> StoreSettings {
+        StoreSettings {
+            endpoint: resolve_endpoint(args.host.as_deref(), cwd),
+            store: args
+                .store
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| ".kiln/store".into()),
+            project: cwd.to_path_buf(),
+            stat_cache: cwd.join(".kiln/stat-cache.json"),
+        }
+    }
+}
+
+/// Where the engine is: `--host`, then `DOCKER_HOST`, then the socket
+/// `scripts/dev-env` creates in this repository, then the system socket.
+pub fn resolve_endpoint(flag: Option<&str>, cwd: &std::path::Path) -> kiln_engine::Endpoint {
+    let docker_cli = std::env::var_os("KILN_DOCKER_CLI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/docker"));
+    let host = flag
+        .map(String::from)
+        .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
+        .or_else(|| {
+            cwd.ancestors()
+                .map(|d| d.join(".kiln/dev-env/docker.sock"))
+                .find(|p| p.exists())
+                .map(|p| format!("unix://{}", p.display()))
+        })
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string());
+    kiln_engine::Endpoint { host, docker_cli }
 }

@@ -13,7 +13,7 @@ use kiln_engine::{
 use crate::cli::{Format, Progress};
 use crate::commands::plan::{Planned, build_plan};
 use crate::error::{CliError, Kind};
-use crate::settings::BakeSettings;
+use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct BuildSettings {
     pub bake: BakeSettings,
@@ -23,26 +23,8 @@ pub struct BuildSettings {
     pub push: bool,
     pub progress: Progress,
     pub format: Format,
-    pub endpoint: Endpoint,
-}
-
-/// Where the engine is: `--host`, then `DOCKER_HOST`, then the socket
-/// `scripts/dev-env` creates in this repository, then the system socket.
-pub fn resolve_endpoint(flag: Option<&str>, cwd: &Path) -> Endpoint {
-    let docker_cli = std::env::var_os("KILN_DOCKER_CLI")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/docker"));
-    let host = flag
-        .map(String::from)
-        .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
-        .or_else(|| {
-            cwd.ancestors()
-                .map(|d| d.join(".kiln/dev-env/docker.sock"))
-                .find(|p| p.exists())
-                .map(|p| format!("unix://{}", p.display()))
-        })
-        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string());
-    Endpoint { host, docker_cli }
+    pub force: bool,
+    pub store: StoreSettings,
 }
 
 fn abs(cwd: &Path, p: &str) -> PathBuf {
@@ -60,13 +42,18 @@ fn abs(cwd: &Path, p: &str) -> PathBuf {
         .collect()
 }
 
-fn spec_for(planned: &Planned, name: &str, s: &BuildSettings) -> Result<BuildSpec, CliError> {
+/// The build spec of one planned target; `push` forces pushing its tags.
+pub fn spec_for(
+    planned: &Planned,
+    name: &str,
+    cwd: &Path,
+    push: bool,
+) -> Result<BuildSpec, CliError> {
     let t = planned
         .targets
         .get(name)
         .ok_or_else(|| CliError::usage(format!("target {name} was planned but not resolved")))?;
     check_supported(name, t)?;
-    let cwd = &s.bake.cwd;
     let context_str = t.context.clone().unwrap_or_else(|| ".".into());
     if kiln_bake::is_remote(&context_str) {
         return Err(CliError::usage(format!(
@@ -152,7 +139,7 @@ fn spec_for(planned: &Planned, name: &str, s: &BuildSettings) -> Result<BuildSpe
             .into_iter()
             .map(String::from)
             .collect(),
-        push: s.push || outputs_push,
+        push: push || outputs_push,
     })
 }
 
@@ -191,6 +178,15 @@ fn check_supported(name: &str, t: &kiln_bake::Target) -> Result<(), CliError> {
     .with_hint("remove them for local builds (e.g. --set NAME.output=type=docker), or build this target with docker buildx bake"))
 }
 
+/// `image (reason)`, or whichever of the two there is.
+fn image_and_reason(image: Option<&str>, reason: Option<&str>) -> String {
+    match (image, reason) {
+        (Some(i), Some(r)) => format!("{i} ({r})"),
+        (Some(x), None) | (None, Some(x)) => x.to_string(),
+        (None, None) => String::new(),
+    }
+}
+
 /// Plain lines on stderr.
 struct PlainReporter {
     out: Mutex<std::io::Stderr>,
@@ -200,6 +196,17 @@ impl Reporter for PlainReporter {
     fn event(&self, e: &Event) {
         let line = match e {
             Event::TargetStarted { target, driver } => format!("[{target}] building ({driver})"),
+            Event::Key {
+                target,
+                key,
+                files,
+                read_files,
+                ..
+            } => format!(
+                "[{target}] key {} ({files} file(s), {read_files} read)",
+                key.as_deref().unwrap_or("(pending)")
+            ),
+            Event::Warning { target, message } => format!("[{target}] warning: {message}"),
             Event::Step {
                 target,
                 step,
@@ -225,7 +232,7 @@ impl Reporter for PlainReporter {
                 image,
                 reason,
             } => {
-                let extra = image.clone().or_else(|| reason.clone()).unwrap_or_default();
+                let extra = image_and_reason(image.as_deref(), reason.as_deref());
                 format!("[{target}] {status} in {duration_s:.1}s {extra}")
             }
             Event::Pushed {
@@ -301,14 +308,18 @@ impl Reporter for TtyReporter {
             } => {
                 let msg = format!(
                     "{status} in {duration_s:.1}s {}",
-                    image.clone().or_else(|| reason.clone()).unwrap_or_default()
+                    image_and_reason(image.as_deref(), reason.as_deref())
                 );
                 // A finished target leaves one permanent line; its spinner goes
                 // away so nothing is left half-drawn when the summary prints.
                 if let Some(pb) = map.remove(target) {
                     pb.finish_and_clear();
                 }
-                let mark = if status == "built" { "✔" } else { "✘" };
+                let mark = match status.as_str() {
+                    "built" => "✔",
+                    "skipped" => "=",
+                    _ => "✘",
+                };
                 self.bars.suspend(|| eprintln!("{mark} {target} {msg}"));
             }
             Event::Pushed {
@@ -320,45 +331,93 @@ impl Reporter for TtyReporter {
                     .bars
                     .println(format!("  {target} pushed {reference}@{digest}"));
             }
-            Event::Log { .. } => {}
+            Event::Warning { target, message } => {
+                let _ = self.bars.println(format!("! {target}: {message}"));
+            }
+            Event::Log { .. } | Event::Key { .. } => {}
         }
     }
+}
+
+/// The build specs of a plan, in build order. A missing Dockerfile is an
+/// input error found before anything builds.
+pub fn specs_for(
+    bake: &kiln_bake::Bake,
+    planned: &Planned,
+    cwd: &Path,
+    push: bool,
+) -> Result<Vec<BuildSpec>, CliError> {
+    let specs = planned
+        .plan
+        .targets
+        .iter()
+        .map(|t| spec_for(planned, &t.name, cwd, push))
+        .collect::<Result<Vec<_>, _>>()?;
+    for spec in &specs {
+        missing_dockerfile(bake, spec)?;
+    }
+    Ok(specs)
+}
+
+/// An error pointing at the target's `dockerfile` attribute when the
+/// Dockerfile does not exist.
+pub fn missing_dockerfile(bake: &kiln_bake::Bake, spec: &BuildSpec) -> Result<(), CliError> {
+    if spec.dockerfile_inline.is_some() || spec.dockerfile.is_file() {
+        return Ok(());
+    }
+    let msg = format!(
+        "target {}: Dockerfile {} does not exist",
+        spec.name,
+        spec.dockerfile.display()
+    );
+    let span = bake
+        .config
+        .attr_spans
+        .get(&(spec.name.clone(), "dockerfile".to_string()))
+        .or_else(|| bake.config.target_spans.get(&spec.name));
+    let rendered = match span {
+        Some(sp) => {
+            kiln_bake::diag::render(&kiln_bake::Diags::at(*sp, msg.clone(), ""), &bake.sources)
+        }
+        None => msg,
+    };
+    Err(CliError::usage(rendered).with_hint(
+        "the path is relative to the target's context (bake's rule); check `dockerfile` and `context`, and the directory kiln runs in",
+    ))
+}
+
+/// Opens the record store and the stat cache.
+pub fn open_store(
+    s: &StoreSettings,
+) -> Result<
+    (
+        Arc<dyn kiln_store::RecordStore>,
+        Arc<kiln_engine::hashing::StatCache>,
+    ),
+    CliError,
+> {
+    let store = kiln_store::open(&s.store, &s.project).map_err(|e| match e {
+        kiln_store::StoreError::Invalid(m) => CliError::usage(m),
+        e => CliError::env(e.to_string()),
+    })?;
+    let cache = kiln_engine::hashing::StatCache::load(&s.stat_cache);
+    Ok((Arc::from(store), Arc::new(cache)))
+}
+
+/// A multi-threaded runtime for the engine calls.
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::env(format!("cannot start the async runtime: {e}")))
 }
 
 pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = super::load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
-    let specs = planned
-        .plan
-        .targets
-        .iter()
-        .map(|t| spec_for(&planned, &t.name, &s))
-        .collect::<Result<Vec<_>, _>>()?;
-    // A missing Dockerfile is an input error found before anything builds.
-    for spec in specs.iter().filter(|x| x.dockerfile_inline.is_none()) {
-        if !spec.dockerfile.is_file() {
-            let msg = format!(
-                "target {}: Dockerfile {} does not exist",
-                spec.name,
-                spec.dockerfile.display()
-            );
-            let span = bake
-                .config
-                .attr_spans
-                .get(&(spec.name.clone(), "dockerfile".to_string()))
-                .or_else(|| bake.config.target_spans.get(&spec.name));
-            let rendered = match span {
-                Some(sp) => kiln_bake::diag::render(
-                    &kiln_bake::Diags::at(*sp, msg.clone(), ""),
-                    &bake.sources,
-                ),
-                None => msg,
-            };
-            return Err(CliError::usage(rendered).with_hint(
-                "the path is relative to the target's context (bake's rule); check `dockerfile` and `context`, and the directory kiln runs in",
-            ));
-        }
-    }
+    let specs = specs_for(&bake, &planned, &s.bake.cwd, s.push)?;
+    let (store, stat_cache) = open_store(&s.store)?;
     let reporter: Arc<dyn Reporter> = match s.progress {
         Progress::Json => Arc::new(JsonReporter {
             out: Mutex::new(std::io::stderr()),
@@ -388,16 +447,18 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         jobs: s.jobs,
         fail_fast: s.fail_fast,
         run_id,
+        force: s.force,
+        store: store.clone(),
+        stat_cache: stat_cache.clone(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::env(format!("cannot start the async runtime: {e}")))?;
-    let endpoint = s.endpoint.clone();
-    let summary = rt
-        .block_on(kiln_engine::run(endpoint, specs, opts, reporter))
-        .map_err(|e| engine_error(e, &s.endpoint))?;
+    let rt = runtime()?;
+    let endpoint = s.store.endpoint.clone();
+    let result = rt.block_on(kiln_engine::run(endpoint, specs, opts, reporter));
+    // The stat cache is worth keeping even when a build failed.
+    if let Err(e) = stat_cache.save(&s.store.stat_cache) {
+        eprintln!("warning: could not save the stat cache: {e}");
+    }
+    let summary = result.map_err(|e| engine_error(e, &s.store.endpoint))?;
     // Failures: the failing step and the tail of its log, on stderr.
     for t in summary
         .targets
@@ -432,25 +493,18 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 .unwrap_or(6)
                 .max(6);
             let mut t = format!(
-                "{:<w$}  {:<7}  {:>7}  {:>6}  IMAGE\n",
+                "{:<w$}  {:<7}  {:>7}  {:>6}  IMAGE / REASON\n",
                 "TARGET", "STATUS", "TIME", "CACHED"
             );
             for r in &summary.targets {
-                let status = match r.status {
-                    TargetStatus::Built => "built",
-                    TargetStatus::Failed => "failed",
-                    TargetStatus::Skipped => "skipped",
-                };
+                let status = r.status.as_str();
                 t.push_str(&format!(
                     "{:<w$}  {:<7}  {:>6.1}s  {:>6}  {}\n",
                     r.name,
                     status,
                     r.duration_s,
                     format!("{}/{}", r.steps.cached, r.steps.total),
-                    r.image
-                        .clone()
-                        .or_else(|| r.reason.clone())
-                        .unwrap_or_default()
+                    image_and_reason(r.image.as_deref(), r.reason.as_deref())
                 ));
             }
             t
@@ -458,11 +512,7 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     };
     crate::output::write(out, &text)?;
     if summary.failed() {
-        let n = summary
-            .targets
-            .iter()
-            .filter(|t| t.status != TargetStatus::Built)
-            .count();
+        let n = summary.targets.iter().filter(|t| !t.status.ok()).count();
         return Err(CliError {
             kind: Kind::Failed,
             message: format!("{n} target(s) did not build"),
@@ -472,7 +522,7 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
+pub fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
     match e {
         EngineError::Unreachable { endpoint, detail } => CliError::env(format!("cannot reach the Docker engine at {endpoint}: {detail}"))
             .with_hint(format!(
@@ -481,6 +531,6 @@ fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
             )),
         EngineError::Input(m) => CliError::usage(m),
         EngineError::Build(m) => CliError { kind: Kind::Failed, message: m, hint: None },
-        e @ EngineError::Io { .. } => CliError::env(e.to_string()),
+        e @ (EngineError::Io { .. } | EngineError::Store(_)) => CliError::env(e.to_string()),
     }
 }

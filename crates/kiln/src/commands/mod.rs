@@ -3,6 +3,7 @@
 pub mod build;
 pub mod plan;
 pub mod print;
+pub mod why;
 
 use kiln_bake::{Bake, Resolved};
 

@@ -1,5 +1,6 @@
 //! `kiln plan`: the ordered closure of the requested targets with each
-//! target's direct dependencies, as text, JSON, or a mermaid/dot graph.
+//! target's direct dependencies and what a build would do with it (content
+//! key, `build`/`skip`, why), as text, JSON, or a mermaid/dot graph.
 
 use std::io::Write;
 
@@ -8,10 +9,11 @@ use kiln_plan::{Graph, GraphError, Plan, PlanTarget};
 
 use crate::cli::{Format, GraphFormat};
 use crate::error::CliError;
-use crate::settings::BakeSettings;
+use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct PlanSettings {
     pub bake: BakeSettings,
+    pub store: StoreSettings,
     pub format: Format,
     pub graph: Option<GraphFormat>,
     pub targets: Vec<String>,
@@ -127,20 +129,113 @@ pub fn build_plan(
     })
 }
 
+/// Predicts what `kiln build` would do with each planned target: keys
+/// computed as the build will compute them, looked up in the record store,
+/// recorded images checked on the engine. Never builds or writes.
+///
+/// A target the local driver cannot build (or whose Dockerfile is
+/// missing) gets a `build` prediction naming the problem; its dependents'
+/// keys stay pending. With no engine answering, a warning says that base
+/// images are unresolved and nothing can be confirmed as skippable.
+pub fn predictions(
+    bake: &Bake,
+    planned: &Planned,
+    b: &BakeSettings,
+    st: &StoreSettings,
+) -> Result<Vec<kiln_engine::keys::Prediction>, CliError> {
+    use super::build::{engine_error, missing_dockerfile, open_store, runtime, spec_for};
+    let mut specs = Vec::new();
+    let mut unbuildable = Vec::new();
+    for t in &planned.plan.targets {
+        match spec_for(planned, &t.name, &b.cwd, false)
+            .and_then(|spec| missing_dockerfile(bake, &spec).map(|()| spec))
+        {
+            Ok(spec) => specs.push(spec),
+            Err(e) => unbuildable.push((t.name.clone(), e.message)),
+        }
+    }
+    let (store, cache) = open_store(st)?;
+    let rt = runtime()?;
+    let engine = rt.block_on(async {
+        let connect = kiln_engine::local::LocalEngine::connect(st.endpoint.clone());
+        match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {
+            Ok(Ok(e)) => Some(e),
+            Ok(Err(e)) => {
+                eprintln!(
+                    "warning: {e}; base images are unresolved and no recorded image can be confirmed, so every target is predicted to build"
+                );
+                None
+            }
+            Err(_) => {
+                eprintln!(
+                    "warning: the Docker engine at {} did not answer within 10s; every target is predicted to build",
+                    st.endpoint.host
+                );
+                None
+            }
+        }
+    });
+    let mut out = rt
+        .block_on(kiln_engine::keys::predict(
+            engine.as_ref(),
+            &specs,
+            store.as_ref(),
+            cache,
+        ))
+        .map_err(|e| engine_error(e, &st.endpoint))?;
+    for (name, message) in unbuildable {
+        let first = message.lines().next().unwrap_or_default().to_string();
+        out.push(kiln_engine::keys::Prediction {
+            name,
+            key: None,
+            action: kiln_engine::keys::Action::Build,
+            reason: format!("cannot compute the key: {first}"),
+            changes: Vec::new(),
+            recorded_key: None,
+            recorded_at: None,
+            manifest: Default::default(),
+        });
+    }
+    Ok(out)
+}
+
 pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = super::load(&s.bake)?;
-    let Planned { graph, plan, .. } = build_plan(&bake, &s.bake, &s.targets)?;
-    let names: Vec<&str> = plan.targets.iter().map(|t| t.name.as_str()).collect();
+    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let names: Vec<&str> = planned
+        .plan
+        .targets
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
     let text = match (s.graph, s.format) {
-        (Some(GraphFormat::Mermaid), _) => graph.render_mermaid(&names),
-        (Some(GraphFormat::Dot), _) => graph.render_dot(&names),
-        (None, Format::Json) => {
-            let mut t =
-                serde_json::to_string_pretty(&plan).map_err(|e| CliError::env(e.to_string()))?;
-            t.push('\n');
-            t
+        (Some(GraphFormat::Mermaid), _) => planned.graph.render_mermaid(&names),
+        (Some(GraphFormat::Dot), _) => planned.graph.render_dot(&names),
+        (None, format) => {
+            let predicted = predictions(&bake, &planned, &s.bake, &s.store)?;
+            let mut plan = planned.plan.clone();
+            for t in &mut plan.targets {
+                if let Some(p) = predicted.iter().find(|p| p.name == t.name) {
+                    t.key = p.key.clone();
+                    t.action = Some(
+                        match p.action {
+                            kiln_engine::keys::Action::Build => "build",
+                            kiln_engine::keys::Action::Skip => "skip",
+                        }
+                        .into(),
+                    );
+                    t.reason = Some(p.reason.clone());
+                }
+            }
+            if format == Format::Json {
+                let mut t = serde_json::to_string_pretty(&plan)
+                    .map_err(|e| CliError::env(e.to_string()))?;
+                t.push('\n');
+                t
+            } else {
+                plan.render_text()
+            }
         }
-        (None, Format::Text) => plan.render_text(),
     };
     crate::output::write(out, &text)
 }

@@ -44,3 +44,106 @@ pub fn seed_edges() -> BTreeSet<(String, String)> {
         })
         .collect()
 }
+
+/// End-to-end helpers: the dev environment's engine, temporary workspaces,
+/// running the binary against the engine, reading its summary.
+pub mod e2e {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Output};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub static N: AtomicUsize = AtomicUsize::new(0);
+
+    pub fn repo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    /// `(DOCKER_HOST, KILN_REGISTRY)` from the dev environment, if it is up.
+    pub fn engine() -> Option<(String, String)> {
+        let out = Command::new(repo().join("scripts/dev-env"))
+            .arg("env")
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")).map(String::from))
+        };
+        match (
+            out.status.success(),
+            get("DOCKER_HOST"),
+            get("KILN_REGISTRY"),
+        ) {
+            (true, Some(h), Some(r)) => Some((h, r)),
+            _ => {
+                assert!(
+                    std::env::var("KILN_E2E").as_deref() != Ok("1"),
+                    "KILN_E2E=1 but the dev environment is not up: run scripts/dev-env up"
+                );
+                eprintln!(
+                    "skipped: no engine (run `scripts/dev-env up` to run the end-to-end build tests)"
+                );
+                None
+            }
+        }
+    }
+
+    pub fn workspace(files: &[(&str, &str)]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "kiln-e2e-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (name, text) in files {
+            let p = dir.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        dir
+    }
+
+    pub fn kiln(dir: &Path, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.args(args).current_dir(dir).env("DOCKER_HOST", host);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().expect("run kiln")
+    }
+
+    /// `kiln build --progress plain --format json ARGS...` in `dir`.
+    pub fn build_json(dir: &Path, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut all = vec!["build", "--progress", "plain", "--format", "json"];
+        all.extend_from_slice(args);
+        kiln(dir, host, &all, env)
+    }
+
+    pub fn summary(o: &Output) -> serde_json::Value {
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no JSON summary ({e}); stderr:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+    }
+
+    pub fn target<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+        s["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {s}"))
+    }
+
+    pub fn docker(host: &str, args: &[&str]) -> String {
+        let o = Command::new("/usr/bin/docker")
+            .arg("-H")
+            .arg(host)
+            .args(args)
+            .output()
+            .expect("docker CLI");
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    }
+}

@@ -1,0 +1,375 @@
+//! Content keys on an engine: resolves what a target's key needs from
+//! outside its files — external images to the ids the engine holds, named
+//! contexts and dependency tags to the *output* image ids of the upstream
+//! targets (early cutoff) — and gathers the input manifest
+//! ([`crate::inputs::gather`]).
+//!
+//! An upstream whose output is not known yet (it will be rebuilt) leaves
+//! the key *pending*: `kiln plan` reports it, `kiln build` computes the key
+//! only once every upstream has finished.
+//!
+//! Must never: build, tag or write anything.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kiln_plan::key::{Change, InputManifest, diff, summarize};
+use kiln_plan::normalize_reference;
+use kiln_store::{Lookup, RecordStore};
+use serde::Serialize;
+
+use crate::error::EngineError;
+use crate::hashing::{HashStats, StatCache};
+use crate::inputs::{external_images, gather};
+use crate::local::LocalEngine;
+use crate::spec::{BuildSpec, ContextSource};
+
+/// The value an input takes when the engine does not hold the image.
+pub const UNRESOLVED: &str = "unresolved";
+
+/// What a target's key needs from outside its files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// External image → id on the engine (or [`UNRESOLVED`]).
+    pub images: BTreeMap<String, String>,
+    /// Named context → the image id it resolves to.
+    pub upstreams: BTreeMap<String, String>,
+    /// Upstream targets whose output is not known yet.
+    pub pending: Vec<String>,
+}
+
+/// The dependency of `spec` (among `specs`) that produces `image`, if any.
+fn producer_of<'a>(spec: &BuildSpec, specs: &'a [BuildSpec], image: &str) -> Option<&'a str> {
+    let want = normalize_reference(image)?;
+    spec.deps.iter().find_map(|d| {
+        let ds = specs.iter().find(|s| &s.name == d)?;
+        ds.tags
+            .iter()
+            .any(|t| normalize_reference(t).as_deref() == Some(want.as_str()))
+            .then_some(ds.name.as_str())
+    })
+}
+
+/// Resolves the outside inputs of `spec`. `outputs` maps finished targets
+/// to their output image ids; `lookup` resolves an external reference to
+/// an image id (the engine's image store).
+pub async fn outside<F, Fut>(
+    spec: &BuildSpec,
+    specs: &[BuildSpec],
+    outputs: &HashMap<String, String>,
+    lookup: F,
+) -> Result<Outside, EngineError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
+    let mut out = Outside::default();
+    let upstream = |name: &str, out: &mut Outside| -> String {
+        match outputs.get(name) {
+            Some(id) => id.clone(),
+            None => {
+                if !out.pending.iter().any(|p| p == name) {
+                    out.pending.push(name.to_string());
+                }
+                format!("pending:{name}")
+            }
+        }
+    };
+    for (ctx, src) in &spec.contexts {
+        let v = match src {
+            ContextSource::Target { name } => upstream(name, &mut out),
+            ContextSource::Image {
+                producer: Some(p), ..
+            } => upstream(p, &mut out),
+            ContextSource::Image {
+                reference,
+                producer: None,
+            } => lookup(reference.clone())
+                .await
+                .unwrap_or_else(|| UNRESOLVED.into()),
+            // Local directories are refused before a run starts.
+            ContextSource::Local { path } => format!("local:{path}"),
+        };
+        out.upstreams.insert(ctx.clone(), v);
+    }
+    for image in external_images(spec)? {
+        let v = match producer_of(spec, specs, &image) {
+            Some(p) => upstream(p, &mut out),
+            None => lookup(image.clone())
+                .await
+                .unwrap_or_else(|| UNRESOLVED.into()),
+        };
+        out.images.insert(image, v);
+    }
+    Ok(out)
+}
+
+/// A target's manifest and key.
+#[derive(Clone, Debug)]
+pub struct Keyed {
+    pub manifest: InputManifest,
+    /// `None` while an upstream's output is pending.
+    pub key: Option<String>,
+    pub pending: Vec<String>,
+    pub stats: HashStats,
+}
+
+/// The key of `spec`: resolves the outside inputs with `lookup`, then
+/// hashes the files on a blocking thread.
+pub async fn key_with<F, Fut>(
+    spec: &BuildSpec,
+    specs: &[BuildSpec],
+    outputs: &HashMap<String, String>,
+    lookup: F,
+    engine_platform: &str,
+    cache: Arc<StatCache>,
+) -> Result<Keyed, EngineError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
+    let o = outside(spec, specs, outputs, lookup).await?;
+    let platform = spec
+        .platforms
+        .first()
+        .cloned()
+        .unwrap_or_else(|| engine_platform.to_string());
+    let s = spec.clone();
+    let (manifest, stats) =
+        tokio::task::spawn_blocking(move || gather(&s, &platform, &o.images, &o.upstreams, &cache))
+            .await
+            .map_err(|e| EngineError::Build(format!("hashing task failed: {e}")))??;
+    let key = o.pending.is_empty().then(|| manifest.key());
+    Ok(Keyed {
+        manifest,
+        key,
+        pending: o.pending,
+        stats,
+    })
+}
+
+/// The key of `spec` on `engine` (images resolved in its image store).
+pub async fn key_on(
+    engine: &LocalEngine,
+    spec: &BuildSpec,
+    specs: &[BuildSpec],
+    outputs: &HashMap<String, String>,
+    cache: Arc<StatCache>,
+) -> Result<Keyed, EngineError> {
+    key_with(
+        spec,
+        specs,
+        outputs,
+        |r| {
+            let e = engine.clone();
+            async move { e.image_id(&r).await }
+        },
+        &engine.platform,
+        cache,
+    )
+    .await
+}
+
+/// What `kiln build` will do with a target, predicted before any build.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Build,
+    Skip,
+}
+
+/// A target's predicted key, action and reason.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    pub name: String,
+    /// `None` when it depends on an upstream output not built yet.
+    pub key: Option<String>,
+    pub action: Action,
+    pub reason: String,
+    /// What differs from the target's last recorded build.
+    pub changes: Vec<Change>,
+    /// The key of the last recorded build, if any.
+    pub recorded_key: Option<String>,
+    /// When the last recorded build ran (RFC 3339).
+    pub recorded_at: Option<String>,
+    #[serde(skip)]
+    pub manifest: InputManifest,
+}
+
+/// Predicts, in build order, what a run of `specs` will do: a target is
+/// skipped when its key is recorded and the image is on the engine; its
+/// dependents then take the recorded output. A target whose upstream will
+/// be rebuilt has no key yet (early cutoff may still skip it).
+///
+/// `engine` is `None` when no engine answers: external images are then
+/// unresolved and every target is predicted to build.
+pub async fn predict(
+    engine: Option<&LocalEngine>,
+    specs: &[BuildSpec],
+    store: &dyn RecordStore,
+    cache: Arc<StatCache>,
+) -> Result<Vec<Prediction>, EngineError> {
+    let mut outputs: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    let store_err = |e: kiln_store::StoreError| EngineError::Store(e.to_string());
+    for spec in specs {
+        let keyed = match engine {
+            Some(e) => key_on(e, spec, specs, &outputs, cache.clone()).await?,
+            None => {
+                key_with(
+                    spec,
+                    specs,
+                    &outputs,
+                    |_| async { None },
+                    "linux/amd64",
+                    cache.clone(),
+                )
+                .await?
+            }
+        };
+        let latest = store.latest(&spec.name).map_err(store_err)?;
+        let (recorded, recorded_manifest) = match &latest {
+            Lookup::Hit(e) => (
+                Some(e.record.clone()),
+                serde_json::from_value::<InputManifest>(e.inputs.clone()).ok(),
+            ),
+            _ => (None, None),
+        };
+        let changes = recorded_manifest
+            .as_ref()
+            .map(|m| diff(m, &keyed.manifest))
+            .unwrap_or_default();
+        let (action, reason) = match &keyed.key {
+            None => (
+                Action::Build,
+                format!(
+                    "needs the new output of {}; skipped if that image comes out unchanged (early cutoff)",
+                    keyed.pending.join(", ")
+                ),
+            ),
+            Some(key) => match store.get(key).map_err(store_err)? {
+                Lookup::Hit(entry) => {
+                    let id = entry.record.image_id.clone();
+                    let present = match engine {
+                        Some(e) => e.image_id(&id).await.as_deref() == Some(id.as_str()),
+                        None => false,
+                    };
+                    if present {
+                        outputs.insert(spec.name.clone(), id);
+                        (
+                            Action::Skip,
+                            format!(
+                                "up to date (built {} on {})",
+                                entry.record.built_at, entry.record.node
+                            ),
+                        )
+                    } else if engine.is_none() {
+                        (
+                            Action::Build,
+                            "recorded, but no engine answers to confirm the image exists".into(),
+                        )
+                    } else {
+                        (
+                            Action::Build,
+                            format!("recorded image {} is gone from the engine", short_id(&id)),
+                        )
+                    }
+                }
+                Lookup::Corrupt(why) => (Action::Build, format!("record damaged ({why})")),
+                Lookup::Miss => match (&latest, changes.is_empty()) {
+                    (Lookup::Miss, _) => (Action::Build, "never built".into()),
+                    (Lookup::Corrupt(why), _) => {
+                        (Action::Build, format!("the last record is damaged ({why})"))
+                    }
+                    (Lookup::Hit(_), false) => (
+                        Action::Build,
+                        format!("inputs changed: {}", summarize(&changes)),
+                    ),
+                    (Lookup::Hit(_), true) => (
+                        Action::Build,
+                        "inputs changed since the last recorded build".into(),
+                    ),
+                },
+            },
+        };
+        out.push(Prediction {
+            name: spec.name.clone(),
+            key: keyed.key,
+            action,
+            reason,
+            changes,
+            recorded_key: recorded.as_ref().map(|r| r.key.clone()),
+            recorded_at: recorded.map(|r| r.built_at),
+            manifest: keyed.manifest,
+        });
+    }
+    Ok(out)
+}
+
+fn short_id(id: &str) -> String {
+    let hex = id.trim_start_matches("sha256:");
+    format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, deps: &[&str], tags: &[&str]) -> BuildSpec {
+        BuildSpec {
+            name: name.into(),
+            deps: deps.iter().map(|d| d.to_string()).collect(),
+            tags: tags.iter().map(|d| d.to_string()).collect(),
+            dockerfile_inline: Some(
+                "ARG BASE=r/base:1\nFROM ${BASE} AS b\nFROM other:1\nCOPY --from=b / /\n".into(),
+            ),
+            ..BuildSpec::default()
+        }
+    }
+
+    fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn dependency_tags_and_contexts_take_upstream_outputs() {
+        let base = spec("base", &[], &["r/base:1"]);
+        let mut app = spec("app", &["base"], &[]);
+        app.contexts.insert(
+            "b".into(),
+            ContextSource::Target {
+                name: "base".into(),
+            },
+        );
+        let specs = vec![base, app.clone()];
+        let lookup =
+            |r: String| async move { (r == "other:1").then(|| "sha256:other".to_string()) };
+        let done: HashMap<String, String> = [("base".into(), "sha256:out".into())].into();
+        let o = block(outside(&app, &specs, &done, lookup)).unwrap();
+        assert_eq!(o.images["r/base:1"], "sha256:out");
+        assert_eq!(o.images["other:1"], "sha256:other");
+        assert_eq!(o.upstreams["b"], "sha256:out");
+        assert!(o.pending.is_empty());
+        // Before base has finished, app's key is pending on it.
+        let o = block(outside(&app, &specs, &HashMap::new(), lookup)).unwrap();
+        assert_eq!(o.pending, vec!["base".to_string()]);
+        assert_eq!(o.images["r/base:1"], "pending:base");
+    }
+
+    #[test]
+    fn missing_images_are_unresolved() {
+        let app = spec("app", &[], &[]);
+        let o = block(outside(
+            &app,
+            std::slice::from_ref(&app),
+            &HashMap::new(),
+            |_| async { None },
+        ))
+        .unwrap();
+        assert_eq!(o.images["r/base:1"], UNRESOLVED);
+        assert_eq!(o.images["other:1"], UNRESOLVED);
+    }
+}

@@ -1,0 +1,109 @@
+//! `kiln why TARGET`: what changed in a target's inputs since its last
+//! recorded build — file paths, build args with old and new values, base
+//! image digests, upstream outputs — or that nothing did.
+//!
+//! The current inputs are computed exactly as `kiln build` computes them
+//! (upstreams that would be skipped take their recorded outputs; one that
+//! would be rebuilt shows as a pending new output).
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::cli::Format;
+use crate::commands::plan::{build_plan, predictions};
+use crate::error::CliError;
+use crate::settings::{BakeSettings, StoreSettings};
+
+pub struct WhySettings {
+    pub bake: BakeSettings,
+    pub store: StoreSettings,
+    pub format: Format,
+    pub target: String,
+}
+
+/// The `kiln why --format json` contract.
+#[derive(Debug, Serialize)]
+struct Why {
+    target: String,
+    /// `unchanged`, `changed` or `never-built`.
+    status: &'static str,
+    /// The current key (`null` while an upstream output is pending).
+    key: Option<String>,
+    recorded_key: Option<String>,
+    recorded_at: Option<String>,
+    /// What `kiln build` would do now, and why.
+    action: &'static str,
+    reason: String,
+    changes: Vec<kiln_plan::key::Change>,
+}
+
+pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let bake = super::load(&s.bake)?;
+    let requested = vec![s.target.clone()];
+    let planned = build_plan(&bake, &s.bake, &requested)?;
+    if planned.graph.target(&s.target).is_none() {
+        return Err(CliError::usage(format!(
+            "{} is not a target (kiln why explains one target, not a group)",
+            s.target
+        )));
+    }
+    let p = predictions(&bake, &planned, &s.bake, &s.store)?
+        .into_iter()
+        .find(|p| p.name == s.target)
+        .ok_or_else(|| CliError::usage(format!("target {} was not planned", s.target)))?;
+    let status = match (&p.recorded_key, &p.key) {
+        (None, _) => "never-built",
+        (Some(r), Some(k)) if r == k => "unchanged",
+        (Some(_), _) if p.changes.is_empty() && p.key.is_some() => "unchanged",
+        _ => "changed",
+    };
+    let why = Why {
+        target: s.target.clone(),
+        status,
+        key: p.key.clone(),
+        recorded_key: p.recorded_key.clone(),
+        recorded_at: p.recorded_at.clone(),
+        action: match p.action {
+            kiln_engine::keys::Action::Build => "build",
+            kiln_engine::keys::Action::Skip => "skip",
+        },
+        reason: p.reason.clone(),
+        changes: p.changes,
+    };
+    let text = match s.format {
+        Format::Json => {
+            let mut t =
+                serde_json::to_string_pretty(&why).map_err(|e| CliError::env(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+        Format::Text => {
+            let mut t = String::new();
+            let at = why.recorded_at.as_deref().unwrap_or("?");
+            match why.status {
+                "never-built" => t.push_str(&format!(
+                    "{}: never built (no record in the store)\n",
+                    why.target
+                )),
+                "unchanged" => t.push_str(&format!(
+                    "{}: unchanged since the build recorded at {at}\n",
+                    why.target
+                )),
+                _ => {
+                    t.push_str(&format!(
+                        "{}: {} input(s) changed since the build recorded at {at}:\n",
+                        why.target,
+                        why.changes.len()
+                    ));
+                    for c in &why.changes {
+                        t.push_str(&format!("  {c}\n"));
+                    }
+                }
+            }
+            t.push_str(&format!("would {}: {}\n", why.action, why.reason));
+            t
+        }
+    };
+    crate::output::write(out, &text)
+}
