@@ -9,13 +9,45 @@
 
 use std::collections::BTreeMap;
 
-use kiln_dockerfile::dockerfile::{RemoteSource, analyze};
+use kiln_dockerfile::dockerfile::{RemoteKind, RemoteSource, analyze};
 use kiln_plan::key::{ContextFile, InputManifest, RECIPE, select_files};
 
 use crate::context;
 use crate::error::EngineError;
 use crate::hashing::{HashStats, StatCache, hash_paths};
 use crate::spec::BuildSpec;
+
+/// The manifest value of an `ADD <url>` without `--checksum`.
+pub const UNPINNED: &str = "unpinned";
+/// The prefix of a git source whose ref could not be resolved.
+pub const UNRESOLVED_GIT: &str = "unresolved: ";
+
+/// Why a target's key cannot vouch for its inputs, so it must always be
+/// built: an external image that resolves to no digest, an `ADD` of an
+/// unpinned URL, a git ref that cannot be resolved. Empty when the key
+/// covers everything.
+pub fn volatile(m: &InputManifest) -> Vec<String> {
+    let mut out = Vec::new();
+    for (image, d) in &m.images {
+        if d == "unresolved" {
+            out.push(format!(
+                "base image {image} is neither on the engine nor resolvable to a registry digest"
+            ));
+        }
+    }
+    for (url, pin) in &m.remote {
+        if pin == UNPINNED {
+            out.push(format!(
+                "ADD {url} is not pinned (add --checksum=sha256:… to let kiln skip it)"
+            ));
+        } else if let Some(why) = pin.strip_prefix(UNRESOLVED_GIT) {
+            out.push(format!(
+                "git source {url} cannot be resolved to a commit ({why})"
+            ));
+        }
+    }
+    out
+}
 
 /// The Dockerfile text a spec builds.
 fn dockerfile_text(spec: &BuildSpec) -> Result<String, EngineError> {
@@ -126,16 +158,19 @@ pub fn gather(
                 .unwrap_or_else(|| "unresolved".into()),
         );
     }
-    let remote = a
-        .remote_sources
-        .iter()
-        .map(|r: &RemoteSource| {
-            (
-                r.url.clone(),
-                r.checksum.clone().unwrap_or_else(|| "unpinned".into()),
-            )
-        })
-        .collect();
+    let remote =
+        a.remote_sources
+            .iter()
+            .map(|r: &RemoteSource| {
+                let pin = match (&r.checksum, r.kind) {
+                    (Some(c), _) => c.clone(),
+                    (None, RemoteKind::Git) => crate::git::resolve(&r.url)
+                        .unwrap_or_else(|e| format!("{UNRESOLVED_GIT}{e}")),
+                    (None, RemoteKind::Http) => UNPINNED.into(),
+                };
+                (r.url.clone(), pin)
+            })
+            .collect();
     let mut m = InputManifest {
         recipe: RECIPE.into(),
         dockerfile: a.needed_text.clone(),
@@ -157,4 +192,140 @@ pub fn gather(
     };
     m.normalize();
     Ok((m, stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unresolved_images_and_unpinned_sources_make_a_key_volatile() {
+        let mut m = InputManifest::default();
+        assert!(volatile(&m).is_empty());
+        m.images.insert("base:1".into(), "sha256:abc".into());
+        m.remote
+            .insert("https://x/a.tgz".into(), "sha256:def".into());
+        m.remote
+            .insert("https://x/y.git#v1".into(), "git:0123".into());
+        assert!(volatile(&m).is_empty(), "pinned inputs are fine");
+        m.images.insert("gone:1".into(), "unresolved".into());
+        m.remote.insert("https://x/b.tgz".into(), UNPINNED.into());
+        m.remote.insert(
+            "https://x/z.git#main".into(),
+            format!("{UNRESOLVED_GIT}no such repo"),
+        );
+        let v = volatile(&m);
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert!(v[0].contains("gone:1"), "{v:?}");
+        assert!(v.iter().any(|x| x.contains("b.tgz is not pinned")), "{v:?}");
+        assert!(v.iter().any(|x| x.contains("no such repo")), "{v:?}");
+    }
+
+    /// Serves the files under `root` over plain HTTP (git's "dumb"
+    /// protocol needs nothing more) until the test process ends.
+    fn serve(root: std::path::PathBuf) -> u16 {
+        use std::io::{BufRead, BufReader, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let mut line = String::new();
+                let mut r = BufReader::new(c.try_clone().unwrap());
+                if r.read_line(&mut line).is_err() {
+                    continue;
+                }
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) <= 2 {
+                        break;
+                    }
+                }
+                let path = line.split(' ').nth(1).unwrap_or("/");
+                let path = path.split('?').next().unwrap_or("/");
+                let resp = match std::fs::read(root.join(path.trim_start_matches('/'))) {
+                    Ok(b) => {
+                        let mut v = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            b.len()
+                        )
+                        .into_bytes();
+                        v.extend(b);
+                        v
+                    }
+                    Err(_) => {
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            .to_vec()
+                    }
+                };
+                let _ = c.write_all(&resp);
+            }
+        });
+        port
+    }
+
+    /// A git `ADD` takes the commit its ref names now: moving the branch
+    /// changes the key. (A real repository, served over HTTP.)
+    #[test]
+    fn a_git_add_keys_on_the_commit() {
+        let dir = std::env::temp_dir().join(format!("kiln-gitkey-{}", std::process::id()));
+        let work = dir.join("work");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&work).unwrap();
+        let git = |cwd: &std::path::Path, args: &[&str]| {
+            let o = std::process::Command::new("git")
+                .args(args)
+                .current_dir(cwd)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        git(&work, &["init", "-q", "-b", "main"]);
+        std::fs::write(work.join("f"), "1").unwrap();
+        git(&work, &["add", "f"]);
+        git(&work, &["commit", "-q", "-m", "one"]);
+        let bare = dir.join("srv/repo.git");
+        let publish = || {
+            let _ = std::fs::remove_dir_all(&bare);
+            git(
+                &dir,
+                &[
+                    "clone",
+                    "-q",
+                    "--bare",
+                    work.to_str().unwrap(),
+                    bare.to_str().unwrap(),
+                ],
+            );
+            git(&bare, &["update-server-info"]);
+        };
+        publish();
+        let port = serve(dir.join("srv"));
+        let spec = BuildSpec {
+            name: "g".into(),
+            context: dir.clone(),
+            dockerfile: dir.join("Dockerfile"),
+            dockerfile_inline: Some(format!(
+                "FROM scratch\nADD http://127.0.0.1:{port}/repo.git#main /src\n"
+            )),
+            ..BuildSpec::default()
+        };
+        let cache = StatCache::default();
+        let none = BTreeMap::new();
+        let (m1, _) = gather(&spec, "linux/amd64", &none, &none, &cache).unwrap();
+        let pin = m1.remote.values().next().expect("a remote source").clone();
+        assert!(pin.starts_with("git:"), "{pin}");
+        assert!(volatile(&m1).is_empty());
+        let (again, _) = gather(&spec, "linux/amd64", &none, &none, &cache).unwrap();
+        assert_eq!(m1.key(), again.key(), "same commit, same key");
+        std::fs::write(work.join("f"), "2").unwrap();
+        git(&work, &["commit", "-q", "-am", "two"]);
+        publish();
+        let (m2, _) = gather(&spec, "linux/amd64", &none, &none, &cache).unwrap();
+        assert_ne!(m1.key(), m2.key(), "a moved branch changes the key");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

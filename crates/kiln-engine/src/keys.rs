@@ -111,6 +111,9 @@ pub struct Keyed {
     /// `None` while an upstream's output is pending.
     pub key: Option<String>,
     pub pending: Vec<String>,
+    /// Why the key cannot vouch for every input (the target is then always
+    /// built): see [`crate::inputs::volatile`].
+    pub volatile: Vec<String>,
     pub stats: HashStats,
 }
 
@@ -140,10 +143,12 @@ where
             .await
             .map_err(|e| EngineError::Build(format!("hashing task failed: {e}")))??;
     let key = o.pending.is_empty().then(|| manifest.key());
+    let volatile = crate::inputs::volatile(&manifest);
     Ok(Keyed {
         manifest,
         key,
         pending: o.pending,
+        volatile,
         stats,
     })
 }
@@ -240,6 +245,10 @@ pub async fn predict(
             .map(|m| diff(m, &keyed.manifest))
             .unwrap_or_default();
         let (action, reason) = match &keyed.key {
+            Some(_) if !keyed.volatile.is_empty() => (
+                Action::Build,
+                format!("always built: {}", keyed.volatile.join("; ")),
+            ),
             None => (
                 Action::Build,
                 format!(

@@ -13,6 +13,7 @@ pub mod context;
 pub mod docker_cli;
 pub mod error;
 pub mod events;
+pub mod git;
 pub mod hashing;
 pub mod inputs;
 pub mod keys;

@@ -479,7 +479,12 @@ async fn decide_and_build(
     let mut force = sh.opts.force;
     let inputs = serde_json::to_value(&keyed.manifest)
         .map_err(|e| EngineError::Input(format!("encoding the input manifest: {e}")))?;
-    if let Some(key) = keyed.key.clone().filter(|_| !force) {
+    // A key that cannot vouch for every input never skips.
+    let lookup = !force && keyed.volatile.is_empty();
+    if !keyed.volatile.is_empty() {
+        warn(format!("always built: {}", keyed.volatile.join("; ")));
+    }
+    if let Some(key) = keyed.key.clone().filter(|_| lookup) {
         let k = key.clone();
         match store_call(&sh.opts.store, move |s| s.get(&k)).await? {
             Lookup::Hit(entry) => {

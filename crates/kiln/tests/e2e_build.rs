@@ -906,3 +906,39 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&other);
 }
+
+/// An `ADD` of a URL without a checksum cannot be vouched for by a key:
+/// the target is built every time, and plan and build say why.
+#[test]
+fn an_unpinned_add_is_always_built() {
+    let Some((host, reg)) = engine() else { return };
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"dl\" {\n  network = \"host\"\n}\n",
+        ),
+        (
+            "Dockerfile",
+            &format!("FROM kiln/busybox:latest\nADD http://{reg}/v2/ /v2.json\n"),
+        ),
+    ]);
+    for run in 0..2 {
+        let o = build_json(&dir, &host, &["dl"], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(target(&summary(&o), "dl")["status"], "built", "run {run}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("is not pinned"), "{err}");
+    }
+    let o = kiln(&dir, &host, &["plan", "--format", "json", "dl"], &[]);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = &plan["targets"][0];
+    assert_eq!(t["action"], "build", "{t}");
+    assert!(
+        t["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("always built: ADD http://"),
+        "{t}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
