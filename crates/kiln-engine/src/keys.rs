@@ -22,6 +22,7 @@ use crate::error::EngineError;
 use crate::hashing::{HashStats, StatCache};
 use crate::inputs::{external_images, gather};
 use crate::local::LocalEngine;
+use crate::registry::{Registry, Resolution};
 use crate::spec::{BuildSpec, ContextSource};
 
 /// The value an input takes when the engine does not hold the image.
@@ -36,6 +37,17 @@ pub struct Outside {
     pub upstreams: BTreeMap<String, String>,
     /// Upstream targets whose output is not known yet.
     pub pending: Vec<String>,
+    /// External images resolved through a registry → `repo@digest`: the
+    /// build is handed that exact image, the one the key names.
+    pub pins: BTreeMap<String, String>,
+}
+
+/// An external image resolved: its digest or image id, and the immutable
+/// reference to build from when it came from a registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub id: String,
+    pub pin: Option<String>,
 }
 
 /// The dependency of `spec` (among `specs`) that produces `image`, if any.
@@ -61,7 +73,7 @@ pub async fn outside<F, Fut>(
 ) -> Result<Outside, EngineError>
 where
     F: Fn(String) -> Fut,
-    Fut: std::future::Future<Output = Option<String>>,
+    Fut: std::future::Future<Output = Option<Found>>,
 {
     let mut out = Outside::default();
     let upstream = |name: &str, out: &mut Outside| -> String {
@@ -84,9 +96,15 @@ where
             ContextSource::Image {
                 reference,
                 producer: None,
-            } => lookup(reference.clone())
-                .await
-                .unwrap_or_else(|| UNRESOLVED.into()),
+            } => match lookup(reference.clone()).await {
+                Some(f) => {
+                    if let Some(p) = f.pin {
+                        out.pins.insert(reference.clone(), p);
+                    }
+                    f.id
+                }
+                None => UNRESOLVED.into(),
+            },
             // Local directories are refused before a run starts.
             ContextSource::Local { path } => format!("local:{path}"),
         };
@@ -95,9 +113,15 @@ where
     for image in external_images(spec)? {
         let v = match producer_of(spec, specs, &image) {
             Some(p) => upstream(p, &mut out),
-            None => lookup(image.clone())
-                .await
-                .unwrap_or_else(|| UNRESOLVED.into()),
+            None => match lookup(image.clone()).await {
+                Some(f) => {
+                    if let Some(p) = f.pin {
+                        out.pins.insert(image.clone(), p);
+                    }
+                    f.id
+                }
+                None => UNRESOLVED.into(),
+            },
         };
         out.images.insert(image, v);
     }
@@ -114,6 +138,8 @@ pub struct Keyed {
     /// Why the key cannot vouch for every input (the target is then always
     /// built): see [`crate::inputs::volatile`].
     pub volatile: Vec<String>,
+    /// Registry-resolved external images → `repo@digest` to build from.
+    pub pins: BTreeMap<String, String>,
     pub stats: HashStats,
 }
 
@@ -129,9 +155,10 @@ pub async fn key_with<F, Fut>(
 ) -> Result<Keyed, EngineError>
 where
     F: Fn(String) -> Fut,
-    Fut: std::future::Future<Output = Option<String>>,
+    Fut: std::future::Future<Output = Option<Found>>,
 {
     let o = outside(spec, specs, outputs, lookup).await?;
+    let pins = o.pins.clone();
     let platform = spec
         .platforms
         .first()
@@ -149,27 +176,59 @@ where
         key,
         pending: o.pending,
         volatile,
+        pins,
         stats,
     })
 }
 
-/// The key of `spec` on `engine` (images resolved in its image store).
+/// Resolves an external image as the build will see it: the engine's own
+/// image first (its BuildKit uses a local image before asking a
+/// registry), then the registry's current digest (pinned for the build).
+/// `None` when neither knows it.
+pub async fn resolve_image(
+    engine: Option<&LocalEngine>,
+    registry: Option<&Registry>,
+    reference: &str,
+) -> Option<Found> {
+    if let Some(e) = engine
+        && let Some(id) = e.image_id(reference).await
+    {
+        return Some(Found { id, pin: None });
+    }
+    let r = registry?;
+    match r.resolve(reference).await {
+        Ok(Resolution::Found(digest)) => {
+            let name = kiln_plan::ImageRef::parse(reference)
+                .map(|i| format!("{}/{}", i.domain(), i.path()))
+                .unwrap_or_else(|| reference.to_string());
+            Some(Found {
+                pin: Some(format!("{name}@{digest}")),
+                id: digest,
+            })
+        }
+        Ok(Resolution::Absent) | Err(_) => None,
+    }
+}
+
+/// The key of `spec` on `engine` (images resolved in its image store, then
+/// through `registry`).
 pub async fn key_on(
-    engine: &LocalEngine,
+    engine: Option<&LocalEngine>,
+    registry: Option<&Registry>,
     spec: &BuildSpec,
     specs: &[BuildSpec],
     outputs: &HashMap<String, String>,
     cache: Arc<StatCache>,
 ) -> Result<Keyed, EngineError> {
+    let platform = engine
+        .map(|e| e.platform.clone())
+        .unwrap_or_else(|| "linux/amd64".into());
     key_with(
         spec,
         specs,
         outputs,
-        |r| {
-            let e = engine.clone();
-            async move { e.image_id(&r).await }
-        },
-        &engine.platform,
+        |r| async move { resolve_image(engine, registry, &r).await },
+        &platform,
         cache,
     )
     .await
@@ -210,6 +269,7 @@ pub struct Prediction {
 /// unresolved and every target is predicted to build.
 pub async fn predict(
     engine: Option<&LocalEngine>,
+    registry: Option<&Registry>,
     specs: &[BuildSpec],
     store: &dyn RecordStore,
     cache: Arc<StatCache>,
@@ -218,20 +278,7 @@ pub async fn predict(
     let mut out = Vec::new();
     let store_err = |e: kiln_store::StoreError| EngineError::Store(e.to_string());
     for spec in specs {
-        let keyed = match engine {
-            Some(e) => key_on(e, spec, specs, &outputs, cache.clone()).await?,
-            None => {
-                key_with(
-                    spec,
-                    specs,
-                    &outputs,
-                    |_| async { None },
-                    "linux/amd64",
-                    cache.clone(),
-                )
-                .await?
-            }
-        };
+        let keyed = key_on(engine, registry, spec, specs, &outputs, cache.clone()).await?;
         let latest = store.latest(&spec.name).map_err(store_err)?;
         let (recorded, recorded_manifest) = match &latest {
             Lookup::Hit(e) => (
@@ -354,12 +401,17 @@ mod tests {
             },
         );
         let specs = vec![base, app.clone()];
-        let lookup =
-            |r: String| async move { (r == "other:1").then(|| "sha256:other".to_string()) };
+        let lookup = |r: String| async move {
+            (r == "other:1").then(|| Found {
+                id: "sha256:other".to_string(),
+                pin: Some("docker.io/library/other@sha256:other".into()),
+            })
+        };
         let done: HashMap<String, String> = [("base".into(), "sha256:out".into())].into();
         let o = block(outside(&app, &specs, &done, lookup)).unwrap();
         assert_eq!(o.images["r/base:1"], "sha256:out");
         assert_eq!(o.images["other:1"], "sha256:other");
+        assert_eq!(o.pins["other:1"], "docker.io/library/other@sha256:other");
         assert_eq!(o.upstreams["b"], "sha256:out");
         assert!(o.pending.is_empty());
         // Before base has finished, app's key is pending on it.

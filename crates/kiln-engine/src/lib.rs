@@ -18,6 +18,7 @@ pub mod hashing;
 pub mod inputs;
 pub mod keys;
 pub mod local;
+pub mod registry;
 pub mod rewrite;
 pub mod run;
 pub mod spec;

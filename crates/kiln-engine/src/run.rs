@@ -170,6 +170,7 @@ struct Done {
 /// What every target task shares.
 struct Shared {
     engine: LocalEngine,
+    registry: Option<crate::registry::Registry>,
     specs: Vec<BuildSpec>,
     reporter: Arc<dyn Reporter>,
     opts: RunOptions,
@@ -223,8 +224,10 @@ pub async fn run(
     let n = specs.len();
     let jobs = opts.jobs.max(1);
     let fail_fast = opts.fail_fast;
+    let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
     let shared = Arc::new(Shared {
         engine: engine.clone(),
+        registry,
         specs,
         reporter: reporter.clone(),
         opts,
@@ -441,7 +444,8 @@ async fn process(
 ) -> (Result<Outcome, EngineError>, Option<Keyed>) {
     let spec = &sh.specs[i];
     let keyed = match key_on(
-        &sh.engine,
+        Some(&sh.engine),
+        sh.registry.as_ref(),
         spec,
         &sh.specs,
         outputs,
@@ -512,10 +516,17 @@ async fn decide_and_build(
         driver: driver_name(spec).into(),
     });
     let t0 = Instant::now();
+    // Registry-resolved base images are built from the digest the key names.
+    let mut hand_over = hand_over.clone();
+    for (image, pin) in &keyed.pins {
+        hand_over
+            .entry(image.clone())
+            .or_insert_with(|| pin.clone());
+    }
     let outcome = build_one(
         &sh.engine,
         spec,
-        hand_over,
+        &hand_over,
         &sh.opts.run_id,
         sh.reporter.as_ref(),
     )

@@ -565,4 +565,48 @@ mod tests {
             ["dir/c.txt"]
         );
     }
+
+    #[test]
+    fn changes_read_as_one_line_each() {
+        let c = Change::Arg {
+            name: "ROCM".into(),
+            old: Some("6.1".into()),
+            new: None,
+        };
+        assert_eq!(c.to_string(), "build arg ROCM: 6.1 → (none)");
+        let c = Change::Image {
+            reference: "base:1".into(),
+            old: Some(format!("sha256:{}", "a".repeat(64))),
+            new: Some(format!("sha256:{}", "b".repeat(64))),
+        };
+        assert_eq!(
+            c.to_string(),
+            "base image base:1: sha256:aaaaaaaaaaaa → sha256:bbbbbbbbbbbb"
+        );
+        let c = Change::Upstream {
+            context: "lib".into(),
+            old: Some("sha256:0123456789abcdef".into()),
+            new: Some("pending:lib".into()),
+        };
+        assert_eq!(
+            c.to_string(),
+            "upstream lib: output sha256:0123456789ab → (the new output of lib, not built yet)"
+        );
+        let c = Change::File {
+            path: "src/a.c".into(),
+            change: "mode changed".into(),
+        };
+        assert_eq!(c.to_string(), "file src/a.c: mode changed");
+        let many: Vec<Change> = (0..5)
+            .map(|i| Change::File {
+                path: format!("f{i}"),
+                change: "added".into(),
+            })
+            .collect();
+        assert_eq!(
+            summarize(&many),
+            "file f0: added; file f1: added; file f2: added; 2 more"
+        );
+        assert_eq!(summarize(&many[..1]), "file f0: added");
+    }
 }

@@ -942,3 +942,79 @@ fn an_unpinned_add_is_always_built() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Builds a small image unique to this run, pushes it as `reference` and
+/// removes it from the engine, so only the registry has it.
+fn publish_only_in_registry(host: &str, reference: &str, salt: &str) {
+    let dir = workspace(&[(
+        "Dockerfile",
+        &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /salt\n"),
+    )]);
+    let o = Command::new("/usr/bin/docker")
+        .args([
+            "-H",
+            host,
+            "build",
+            "-q",
+            "--network",
+            "host",
+            "-t",
+            reference,
+        ])
+        .arg(&dir)
+        .env("DOCKER_BUILDKIT", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = docker(host, &["push", reference]);
+    assert!(out.contains("digest: sha256:"), "{out}");
+    docker(host, &["rmi", reference]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A base image the engine does not hold is keyed by its registry digest
+/// and built from that digest: the key stays while the tag stays, and a
+/// push that moves the tag changes the key, which `kiln why` names.
+#[test]
+fn a_registry_base_image_is_keyed_and_built_by_digest() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let base = format!("{reg}/kiln-e2e/regbase-{salt}:1");
+    publish_only_in_registry(&host, &base, &format!("one-{salt}"));
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"x\" {\n  network = \"host\"\n}\n",
+        ),
+        ("Dockerfile", &format!("FROM {base}\nRUN cat /salt > /x\n")),
+    ]);
+    let o = build_json(&dir, &host, &["x"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = summary(&o);
+    assert_eq!(target(&first, "x")["status"], "built");
+    let image = target(&first, "x")["image"].as_str().unwrap().to_string();
+    let out = docker(&host, &["run", "--rm", &image, "cat", "/x"]);
+    assert!(out.contains(&format!("one-{salt}")), "{out}");
+    let o = build_json(&dir, &host, &["x"], &[]);
+    assert_eq!(target(&summary(&o), "x")["status"], "skipped");
+    // The tag moves: the key follows the registry.
+    publish_only_in_registry(&host, &base, &format!("two-{salt}"));
+    let o = kiln(&dir, &host, &["why", "x"], &[]);
+    let w = String::from_utf8_lossy(&o.stdout);
+    assert!(w.contains(&format!("base image {base}: sha256:")), "{w}");
+    let o = build_json(&dir, &host, &["x"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    assert_eq!(target(&s, "x")["status"], "built", "{s}");
+    let image = target(&s, "x")["image"].as_str().unwrap().to_string();
+    let out = docker(&host, &["run", "--rm", &image, "cat", "/x"]);
+    assert!(
+        out.contains(&format!("two-{salt}")),
+        "built from the new digest: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -162,7 +162,7 @@ pub fn predictions(
             Ok(Ok(e)) => Some(e),
             Ok(Err(e)) => {
                 eprintln!(
-                    "warning: {e}; base images are unresolved and no recorded image can be confirmed, so every target is predicted to build"
+                    "warning: {e}; no recorded image can be confirmed without an engine, so every target is predicted to build"
                 );
                 None
             }
@@ -175,9 +175,11 @@ pub fn predictions(
             }
         }
     });
+    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
     let mut out = rt
         .block_on(kiln_engine::keys::predict(
             engine.as_ref(),
+            registry.as_ref(),
             &specs,
             store.as_ref(),
             cache,

@@ -1,0 +1,633 @@
+//! A small registry client: which manifest digest an image reference names
+//! now. Content keys use it for the images a target builds on (`FROM`,
+//! `docker-image://` contexts); preflight checks will use it too.
+//!
+//! References are normalised the way Docker does it
+//! ([`kiln_plan::ImageRef`]: `busybox` is `docker.io/library/busybox:latest`).
+//! A reference pinned by digest is answered without a request. A tag is
+//! resolved with `HEAD /v2/<name>/manifests/<tag>`, falling back to `GET`
+//! (and hashing the body) when the answer carries no
+//! `Docker-Content-Digest` header; every manifest type is accepted, so a
+//! multi-platform tag resolves to its index (the digest `FROM name@…` pins).
+//!
+//! Transport: plain HTTP for `localhost`, `127.0.0.0/8` and `[::1]` (the
+//! docker daemon treats those as insecure registries by default), HTTPS
+//! everywhere else. Proxies come from `HTTPS_PROXY`, `HTTP_PROXY`,
+//! `ALL_PROXY` and `NO_PROXY` (or their lower-case forms), which the HTTP
+//! client reads itself. Access is anonymous only: registries that
+//! hand out anonymous pull tokens (`WWW-Authenticate: Bearer`, as Docker Hub
+//! and most public registries do) work; anything that needs credentials is
+//! [`RegistryError::Auth`].
+//!
+//! Every resolution is bounded by one timeout for the whole operation (the
+//! token exchange, `HEAD`, the `GET` fallback and retries), so a registry
+//! that accepts connections and never answers cannot hang a run.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kiln_plan::ImageRef;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+
+/// Connecting is bounded by the smaller of this and the operation timeout.
+const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a reference names in its registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The manifest digest (`sha256:<64 hex>` or `sha512:<128 hex>`); for a
+    /// multi-platform image, the digest of the index.
+    Found(String),
+    /// The registry says the tag or the repository does not exist (HTTP 404,
+    /// `MANIFEST_UNKNOWN`, `NAME_UNKNOWN`, `NOT_FOUND`). Nothing else is
+    /// reported as absent.
+    Absent,
+}
+
+/// Why a reference could not be resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The registry or a proxy refused anonymous access (HTTP 401, 403 or
+    /// 407). Some registries, Docker Hub among them, also answer 401 for a
+    /// repository that does not exist, so that private ones stay hidden.
+    #[error("registry {registry}: {detail}")]
+    Auth {
+        /// `host[:port]` as in the reference (`docker.io` for Docker Hub).
+        registry: String,
+        /// The HTTP status: 401, 403 or 407.
+        status: u16,
+        detail: String,
+    },
+    /// No answer: connection refused, name resolution or TLS failed, or the
+    /// operation did not finish within the timeout.
+    #[error("registry {registry} unreachable: {detail}")]
+    Unreachable { registry: String, detail: String },
+    /// The registry answered, but not with a digest or a "not found":
+    /// 5xx, rate limiting, other refusals, malformed answers.
+    #[error("registry {registry}: {detail}")]
+    Protocol { registry: String, detail: String },
+    /// The string is not an image reference kiln can resolve.
+    #[error("{reference:?} is not a valid image reference: {reason}")]
+    InvalidReference { reference: String, reason: String },
+    /// The HTTP client could not be set up (e.g. an unusable TLS setup).
+    #[error("setting up the registry client: {0}")]
+    Setup(String),
+}
+
+/// A registry client shared by a run: cheap to clone, safe to use from many
+/// tokio tasks at once (tokens are cached per repository and shared).
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// For every registry but the loopback ones.
+    https: Client,
+    /// For `localhost`, `127.0.0.0/8` and `[::1]`. A second client because
+    /// oci-client fixes the scheme per client, and the loopback addresses
+    /// cannot be listed up front.
+    http: Client,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("timeout", &self.inner.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A reference ready to be resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    /// `host[:port]`.
+    registry: String,
+    repository: String,
+    /// `None` when pinned by digest.
+    tag: Option<String>,
+    digest: Option<String>,
+    plain_http: bool,
+}
+
+impl Target {
+    fn parse(reference: &str) -> Result<Target, RegistryError> {
+        let invalid = |reason: &str| RegistryError::InvalidReference {
+            reference: reference.to_string(),
+            reason: reason.to_string(),
+        };
+        let r = ImageRef::parse(reference).ok_or_else(|| {
+            invalid(
+                "expected [HOST[:PORT]/]NAME[:TAG][@DIGEST] with a lower-case name, \
+                 e.g. busybox:1.36 or registry.example:5000/team/app@sha256:…",
+            )
+        })?;
+        if let Some(d) = r.digest() {
+            check_digest(d).map_err(|why| invalid(&why))?;
+        }
+        Ok(Target {
+            plain_http: is_loopback(r.domain()),
+            registry: r.domain().to_string(),
+            repository: r.path().to_string(),
+            // A digest wins over a tag written beside it, as in a pull.
+            tag: match r.digest() {
+                Some(_) => None,
+                None => Some(r.tag().unwrap_or("latest").to_string()),
+            },
+            digest: r.digest().map(str::to_string),
+        })
+    }
+
+    fn name(&self) -> String {
+        match (&self.tag, &self.digest) {
+            (_, Some(d)) => format!("{}/{}@{d}", self.registry, self.repository),
+            (Some(t), None) => format!("{}/{}:{t}", self.registry, self.repository),
+            (None, None) => format!("{}/{}", self.registry, self.repository),
+        }
+    }
+}
+
+/// `sha256:<64 lower-case hex>` or `sha512:<128 lower-case hex>`, as
+/// go-digest (and so BuildKit) accepts them.
+fn check_digest(d: &str) -> Result<(), String> {
+    let Some((algorithm, hex)) = d.split_once(':') else {
+        return Err(format!("digest {d:?} has no algorithm"));
+    };
+    let len = match algorithm {
+        "sha256" => 64,
+        "sha512" => 128,
+        _ => {
+            return Err(format!(
+                "digest algorithm {algorithm:?} is not supported (sha256 or sha512)"
+            ));
+        }
+    };
+    if hex.len() != len || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(format!(
+            "digest {d:?}: a {algorithm} digest is {len} lower-case hex digits"
+        ));
+    }
+    Ok(())
+}
+
+/// `localhost`, `127.0.0.0/8` or `::1`, with or without a port.
+fn is_loopback(domain: &str) -> bool {
+    if let Some(v6) = domain.strip_prefix('[') {
+        return v6
+            .split_once(']')
+            .and_then(|(addr, _)| addr.parse::<std::net::Ipv6Addr>().ok())
+            .is_some_and(|a| a.is_loopback());
+    }
+    let host = domain.split_once(':').map_or(domain, |(h, _)| h);
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
+impl Registry {
+    /// A client whose every [`resolve`](Registry::resolve) finishes within
+    /// `timeout` (connecting: within the smaller of `timeout` and 10 s).
+    /// Nothing is contacted until then.
+    pub fn new(timeout: Duration) -> Result<Registry, RegistryError> {
+        // oci-client's HTTPS is rustls without a built-in crypto provider:
+        // install ring, which the workspace already builds (a provider
+        // installed earlier, e.g. by kiln-store's OCI backend, is kept).
+        // The same line is in kiln-store's `OciStore::new`.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = |protocol| {
+            Client::try_from(ClientConfig {
+                protocol,
+                connect_timeout: Some(timeout.min(MAX_CONNECT_TIMEOUT)),
+                read_timeout: Some(timeout),
+                ..ClientConfig::default()
+            })
+            .map_err(|e| RegistryError::Setup(error_chain(&e)))
+        };
+        Ok(Registry {
+            inner: Arc::new(Inner {
+                https: client(ClientProtocol::Https)?,
+                http: client(ClientProtocol::Http)?,
+                timeout,
+            }),
+        })
+    }
+
+    /// The timeout of one resolution.
+    #[must_use]
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// The digest `reference` names now.
+    ///
+    /// A reference pinned by digest (`name@sha256:…`, also `name:tag@…`)
+    /// returns that digest without a request. A tag is asked of its registry
+    /// anonymously (`HEAD`, then `GET` when the answer has no digest header);
+    /// for a multi-platform image that is the index digest, which is what
+    /// `FROM` pins. 5xx answers are retried twice (after 50 and 250 ms)
+    /// within the timeout.
+    ///
+    /// Must be called inside a tokio runtime with the time driver enabled.
+    pub async fn resolve(&self, reference: &str) -> Result<Resolution, RegistryError> {
+        let target = Target::parse(reference)?;
+        if let Some(d) = target.digest {
+            return Ok(Resolution::Found(d));
+        }
+        let name = target.name();
+        let tag = target.tag.clone().unwrap_or_else(|| "latest".into());
+        let oci_ref = Reference::with_tag(target.registry.clone(), target.repository.clone(), tag);
+        let client = if target.plain_http {
+            &self.inner.http
+        } else {
+            &self.inner.https
+        };
+        let timeout = self.inner.timeout;
+        let auth = RegistryAuth::Anonymous;
+        let (oci_ref, auth) = (&oci_ref, &auth);
+        let answer = tokio::time::timeout(
+            timeout,
+            retry(|| client.fetch_manifest_digest(oci_ref, auth)),
+        )
+        .await;
+        match answer {
+            Err(_elapsed) => Err(RegistryError::Unreachable {
+                registry: target.registry,
+                detail: format!("resolving {name}: no answer within {timeout:?}"),
+            }),
+            Ok(Ok(digest)) => match check_digest(&digest) {
+                Ok(()) => Ok(Resolution::Found(digest)),
+                Err(why) => Err(RegistryError::Protocol {
+                    registry: target.registry,
+                    detail: format!("resolving {name}: the registry answered a bad {why}"),
+                }),
+            },
+            Ok(Err(e)) => classify(e, &target.registry, &name, timeout),
+        }
+    }
+}
+
+/// Runs a registry call, and again after 50 ms and 250 ms while the
+/// registry answers 5xx (not 501): a manifest read is idempotent, and the
+/// distribution filesystem driver answers 500 to a tag read racing a write.
+async fn retry<T, F, Fut>(mut op: F) -> Result<T, OciDistributionError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, OciDistributionError>>,
+{
+    let mut delays = [50, 250].into_iter();
+    loop {
+        match op().await {
+            Err(e @ OciDistributionError::ServerError { code, .. })
+                if (500..=599).contains(&code) && code != 501 =>
+            {
+                match delays.next() {
+                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+                    None => return Err(e),
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
+fn auth_detail(status: u16, name: &str) -> String {
+    if status == 407 {
+        format!(
+            "resolving {name}: proxy authentication required (HTTP 407): a proxy between \
+             kiln and the registry wants credentials"
+        )
+    } else {
+        format!(
+            "resolving {name}: authentication or authorisation failed (HTTP {status}): the \
+             registry, or a proxy in front of it, wants credentials kiln does not have (kiln \
+             reads registries anonymously) or refused them; some registries answer this way \
+             for a repository that does not exist"
+        )
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn connection_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
+}
+
+fn classify(
+    e: OciDistributionError,
+    registry: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<Resolution, RegistryError> {
+    use OciDistributionError as E;
+    let auth = |status: u16| {
+        Err(RegistryError::Auth {
+            registry: registry.to_string(),
+            status,
+            detail: auth_detail(status, name),
+        })
+    };
+    let protocol = |detail: String| {
+        Err(RegistryError::Protocol {
+            registry: registry.to_string(),
+            detail: format!("resolving {name}: {detail}"),
+        })
+    };
+    let unreachable = |detail: String| {
+        Err(RegistryError::Unreachable {
+            registry: registry.to_string(),
+            detail: format!("resolving {name}: {detail}"),
+        })
+    };
+    match e {
+        E::UnauthorizedError { .. } => auth(401),
+        E::AuthenticationFailure(m) => Err(RegistryError::Auth {
+            registry: registry.to_string(),
+            status: 401,
+            detail: format!(
+                "resolving {name}: the token service refused anonymous access: {}",
+                m.trim()
+            ),
+        }),
+        E::RegistryError { envelope, .. } => {
+            let has = |f: fn(&OciErrorCode) -> bool| envelope.errors.iter().any(|e| f(&e.code));
+            if has(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::NotFound
+                )
+            }) {
+                Ok(Resolution::Absent)
+            } else if has(|c| matches!(c, OciErrorCode::Denied)) {
+                auth(403)
+            } else if has(|c| matches!(c, OciErrorCode::Unauthorized)) {
+                auth(401)
+            } else if has(|c| matches!(c, OciErrorCode::Toomanyrequests)) {
+                protocol(format!("rate limited by the registry: {envelope}"))
+            } else {
+                protocol(format!("the registry refused the request: {envelope}"))
+            }
+        }
+        E::ServerError { code, message, .. } => match code {
+            401 | 403 | 407 => auth(code),
+            404 => Ok(Resolution::Absent),
+            500..=599 => protocol(format!(
+                "registry server error (HTTP {code}): {}",
+                message.trim()
+            )),
+            _ => protocol(format!(
+                "unexpected answer from the registry (HTTP {code}): {}",
+                message.trim()
+            )),
+        },
+        E::RequestError(re) => {
+            let chain = error_chain(&re);
+            if connection_refused(&re) {
+                unreachable(format!(
+                    "connection refused (is a registry running there?): {chain}"
+                ))
+            } else if re.is_timeout() {
+                unreachable(format!("no answer within {timeout:?}: {chain}"))
+            } else if re.is_connect() || re.is_request() {
+                unreachable(chain)
+            } else {
+                protocol(format!("the registry's answer is unusable: {chain}"))
+            }
+        }
+        E::DigestError(d) => protocol(format!("the manifest does not match its digest: {d}")),
+        other => protocol(error_chain(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn target(reference: &str) -> Target {
+        Target::parse(reference).unwrap_or_else(|e| panic!("{reference}: {e}"))
+    }
+
+    fn t(registry: &str, repository: &str, tag: Option<&str>, digest: Option<&str>) -> Target {
+        Target {
+            registry: registry.into(),
+            repository: repository.into(),
+            tag: tag.map(Into::into),
+            digest: digest.map(Into::into),
+            plain_http: is_loopback(registry),
+        }
+    }
+
+    #[test]
+    fn references_normalise_like_docker() {
+        let d = format!("sha256:{HEX}");
+        let d512 = format!("sha512:{HEX}{HEX}");
+        let table = [
+            (
+                "busybox".to_string(),
+                t("docker.io", "library/busybox", Some("latest"), None),
+            ),
+            (
+                "busybox:1.36".into(),
+                t("docker.io", "library/busybox", Some("1.36"), None),
+            ),
+            (
+                "docker.io/busybox".into(),
+                t("docker.io", "library/busybox", Some("latest"), None),
+            ),
+            (
+                "index.docker.io/library/busybox:1".into(),
+                t("docker.io", "library/busybox", Some("1"), None),
+            ),
+            (
+                "user/app".into(),
+                t("docker.io", "user/app", Some("latest"), None),
+            ),
+            // A first component with a port is a registry, never a tag.
+            (
+                "localhost:5000/x".into(),
+                t("localhost:5000", "x", Some("latest"), None),
+            ),
+            (
+                "registry:5000/a/b:v2".into(),
+                t("registry:5000", "a/b", Some("v2"), None),
+            ),
+            (
+                "localhost/x:dev".into(),
+                t("localhost", "x", Some("dev"), None),
+            ),
+            (
+                "[::1]:5000/x".into(),
+                t("[::1]:5000", "x", Some("latest"), None),
+            ),
+            // Digests: pinned, and the digest wins over a tag beside it.
+            (
+                format!("busybox@{d}"),
+                t("docker.io", "library/busybox", None, Some(&d)),
+            ),
+            (
+                format!("127.0.0.1:1/x:t@{d}"),
+                t("127.0.0.1:1", "x", None, Some(&d)),
+            ),
+            (
+                format!("ghcr.io/o/r@{d512}"),
+                t("ghcr.io", "o/r", None, Some(&d512)),
+            ),
+        ];
+        for (reference, expected) in table {
+            assert_eq!(target(&reference), expected, "{reference}");
+        }
+        assert_eq!(target("busybox").name(), "docker.io/library/busybox:latest");
+        assert_eq!(
+            target(&format!("x:t@{d}")).name(),
+            format!("docker.io/library/x@{d}")
+        );
+    }
+
+    #[test]
+    fn loopback_registries_are_plain_http() {
+        for plain in [
+            "localhost",
+            "localhost:5000",
+            "LOCALHOST:5000",
+            "127.0.0.1",
+            "127.0.0.1:5000",
+            "127.1.2.3:80",
+            "[::1]",
+            "[::1]:5000",
+            "[0:0:0:0:0:0:0:1]:5000",
+        ] {
+            assert!(is_loopback(plain), "{plain}");
+        }
+        for tls in [
+            "docker.io",
+            "registry:5000",
+            "localhost.example.com",
+            "128.0.0.1:5000",
+            "10.0.0.1:5000",
+            "[::2]:5000",
+            "[fe80::1]",
+        ] {
+            assert!(!is_loopback(tls), "{tls}");
+        }
+        assert!(target("localhost:5000/x").plain_http);
+        assert!(!target("registry.example.com/x").plain_http);
+        assert!(!target("busybox").plain_http);
+    }
+
+    #[test]
+    fn invalid_references_and_digests_are_refused() {
+        for (reference, why) in [
+            ("", "not a valid image reference"),
+            ("Busybox", "not a valid image reference"),
+            ("busybox:", "not a valid image reference"),
+            ("host:notaport/app", "not a valid image reference"),
+            (HEX, "not a valid image reference"),
+            ("busybox@sha256:abc", "not a valid image reference"),
+            // Accepted by the reference grammar, refused as digests.
+            (
+                "busybox@sha256:0123456789abcdef0123456789abcdef",
+                "64 lower-case hex",
+            ),
+            (
+                "busybox@sha256:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef",
+                "64 lower-case hex",
+            ),
+            (
+                "busybox@md5:0123456789abcdef0123456789abcdef",
+                "not supported",
+            ),
+        ] {
+            match Target::parse(reference) {
+                Err(e @ RegistryError::InvalidReference { .. }) => {
+                    assert!(e.to_string().contains(why), "{reference}: {e}");
+                }
+                other => panic!("{reference}: expected InvalidReference, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        let t = Duration::from_secs(1);
+        let c = |e| classify(e, "reg:5000", "reg:5000/x:t", t);
+        let server = |code| OciDistributionError::ServerError {
+            code,
+            url: "u".into(),
+            message: "m".into(),
+        };
+        let envelope = |code: &str| OciDistributionError::RegistryError {
+            envelope: serde_json::from_str(&format!(r#"{{"errors":[{{"code":"{code}"}}]}}"#))
+                .unwrap(),
+            url: "u".into(),
+        };
+        let status = |r: Result<Resolution, RegistryError>| match r {
+            Err(RegistryError::Auth { status, detail, .. }) => {
+                assert!(detail.contains("reg:5000/x:t"), "{detail}");
+                status
+            }
+            other => panic!("expected Auth, got {other:?}"),
+        };
+        assert_eq!(status(c(server(401))), 401);
+        assert_eq!(status(c(server(403))), 403);
+        assert_eq!(status(c(server(407))), 407);
+        assert_eq!(status(c(envelope("DENIED"))), 403);
+        assert_eq!(status(c(envelope("UNAUTHORIZED"))), 401);
+        assert_eq!(
+            status(c(OciDistributionError::UnauthorizedError {
+                url: "u".into()
+            })),
+            401
+        );
+        for absent in [
+            c(server(404)),
+            c(envelope("MANIFEST_UNKNOWN")),
+            c(envelope("NAME_UNKNOWN")),
+        ] {
+            assert_eq!(absent.unwrap(), Resolution::Absent);
+        }
+        for (e, says) in [
+            (server(500), "server error (HTTP 500)"),
+            (server(400), "HTTP 400"),
+            (envelope("TOOMANYREQUESTS"), "rate limited"),
+            (envelope("BLOB_UNKNOWN"), "refused"),
+            (envelope("NAME_INVALID"), "refused"),
+        ] {
+            match c(e) {
+                Err(RegistryError::Protocol { detail, .. }) => {
+                    assert!(detail.contains(says), "{detail}");
+                }
+                other => panic!("expected Protocol, got {other:?}"),
+            }
+        }
+    }
+}
