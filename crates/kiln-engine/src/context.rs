@@ -25,9 +25,13 @@ pub enum EntryKind {
     Symlink(String),
 }
 
+/// The name of kiln's state directory (`.kiln/`), excluded from every
+/// build context.
+pub const STATE_DIR: &str = ".kiln";
+
 /// The entries the docker CLI would send for `dir`, honouring `.dockerignore`
 /// (`dockerfile_rel`: the Dockerfile's path inside the context, which the CLI
-/// always sends).
+/// always sends), without kiln's state directory.
 pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
     use kiln_dockerfile::ignore::{
         EntryKind as K, WalkOptions, read_dockerignore, walk_context_with,
@@ -38,6 +42,12 @@ pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, Engi
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(EngineError::io(ignore_path.display().to_string(), e)),
     };
+    // kiln's own state (record store, stat cache, dev engine) never enters
+    // a build context or a key: it changes with every run, and files come
+    // and go in it while a context is being sent. Last, so nothing in
+    // .dockerignore re-includes it.
+    let mut patterns = patterns;
+    patterns.extend([STATE_DIR.to_string(), format!("**/{STATE_DIR}")]);
     let opts = WalkOptions {
         dockerfile: dockerfile_rel.map(String::from),
     };
@@ -220,6 +230,29 @@ mod tests {
             .collect();
         assert!(paths.contains(&DOCKERFILE_IN_TAR.to_string()), "{paths:?}");
         assert!(paths.contains(&"src/a.txt".to_string()), "{paths:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// kiln's state directory never enters a context, even when
+    /// .dockerignore tries to re-include it (so `COPY . .` cannot make a
+    /// key change with every run).
+    #[test]
+    fn kiln_state_is_never_in_a_context() {
+        let dir = std::env::temp_dir().join(format!("kiln-ctx-state-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(".kiln/store")).unwrap();
+        std::fs::create_dir_all(dir.join("sub/.kiln")).unwrap();
+        std::fs::write(dir.join(".kiln/store/r.json"), "{}").unwrap();
+        std::fs::write(dir.join("sub/.kiln/x"), "x").unwrap();
+        std::fs::write(dir.join("sub/kept"), "k").unwrap();
+        std::fs::write(dir.join(".dockerignore"), "!.kiln\n").unwrap();
+        let entries = list(&dir, None).unwrap();
+        let names: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+        assert!(names.contains(&"sub/kept"), "{names:?}");
+        assert!(
+            names.iter().all(|n| !n.split('/').any(|c| c == STATE_DIR)),
+            "{names:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

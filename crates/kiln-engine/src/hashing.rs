@@ -150,8 +150,17 @@ pub struct HashStats {
     pub read_bytes: u64,
 }
 
-/// Hashes `paths` (relative to `root`) with `threads` workers. The result is
-/// in the order of `paths`.
+/// Below this much uncached content, hashing stays on the calling thread:
+/// starting workers (each with its own read buffer and allocator heap)
+/// costs more than it saves.
+const PARALLEL_MIN_BYTES: u64 = 8 << 20;
+
+/// Hashes `paths` (relative to `root`) with up to `threads` workers. The
+/// result is in the order of `paths`.
+///
+/// A first pass on the calling thread answers directories, symlinks and
+/// files the stat cache knows; only the rest is read, in parallel when it
+/// is large. A no-op pass therefore starts no thread and reads nothing.
 pub fn hash_paths(
     root: &Path,
     paths: &[String],
@@ -160,39 +169,109 @@ pub fn hash_paths(
 ) -> Result<(Vec<FileHash>, HashStats), EngineError> {
     let read_files = AtomicU64::new(0);
     let read_bytes = AtomicU64::new(0);
-    let next = AtomicU64::new(0);
-    let results: Vec<Mutex<Option<Result<FileHash, EngineError>>>> =
-        paths.iter().map(|_| Mutex::new(None)).collect();
-    let threads = threads.clamp(1, 64).min(paths.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    let Some(rel) = paths.get(i) else { break };
-                    let r = hash_one(root, rel, cache, &mut buf, &read_files, &read_bytes);
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(r);
-                    }
-                }
-            });
-        }
-    });
-    let mut out = Vec::with_capacity(paths.len());
-    for (slot, rel) in results.into_iter().zip(paths) {
-        match slot.into_inner().ok().flatten() {
-            Some(Ok(h)) => out.push(h),
-            Some(Err(e)) => return Err(e),
-            None => return Err(EngineError::Input(format!("hashing {rel} did not finish"))),
+    let mut done: Vec<Option<FileHash>> = Vec::with_capacity(paths.len());
+    let mut misses: Vec<usize> = Vec::new();
+    let mut miss_bytes = 0u64;
+    for (i, rel) in paths.iter().enumerate() {
+        match known(root, rel, cache)? {
+            Known::Done(h) => done.push(Some(h)),
+            Known::Read(size) => {
+                done.push(None);
+                misses.push(i);
+                miss_bytes += size;
+            }
         }
     }
+    let threads = threads.clamp(1, 64).min(misses.len().max(1));
+    if misses.is_empty() {
+        // Everything known: no buffer, no thread.
+    } else if threads == 1 || miss_bytes < PARALLEL_MIN_BYTES {
+        let mut buf = vec![0u8; 256 << 10];
+        for &i in &misses {
+            done[i] = Some(hash_one(
+                root,
+                &paths[i],
+                cache,
+                &mut buf,
+                &read_files,
+                &read_bytes,
+            )?);
+        }
+    } else {
+        let next = AtomicU64::new(0);
+        let results: Vec<Mutex<Option<Result<FileHash, EngineError>>>> =
+            misses.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    let mut buf = vec![0u8; 1 << 20];
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed) as usize;
+                        let Some(&i) = misses.get(k) else { break };
+                        let r =
+                            hash_one(root, &paths[i], cache, &mut buf, &read_files, &read_bytes);
+                        if let Ok(mut slot) = results[k].lock() {
+                            *slot = Some(r);
+                        }
+                    }
+                });
+            }
+        });
+        for (slot, &i) in results.into_iter().zip(&misses) {
+            match slot.into_inner().ok().flatten() {
+                Some(Ok(h)) => done[i] = Some(h),
+                Some(Err(e)) => return Err(e),
+                None => {
+                    return Err(EngineError::Input(format!(
+                        "hashing {} did not finish",
+                        paths[i]
+                    )));
+                }
+            }
+        }
+    }
+    let out = done
+        .into_iter()
+        .zip(paths)
+        .map(|(h, rel)| {
+            h.ok_or_else(|| EngineError::Input(format!("hashing {rel} did not finish")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let stats = HashStats {
         files: paths.len() as u64,
         read_files: read_files.into_inner(),
         read_bytes: read_bytes.into_inner(),
     };
     Ok((out, stats))
+}
+
+/// What the first pass knows about a path.
+enum Known {
+    Done(FileHash),
+    /// A regular file the stat cache does not know: its size.
+    Read(u64),
+}
+
+fn known(root: &Path, rel: &str, cache: &StatCache) -> Result<Known, EngineError> {
+    let full = root.join(rel);
+    let meta = std::fs::symlink_metadata(&full)
+        .map_err(|e| EngineError::io(format!("hashing {}", full.display()), e))?;
+    let ft = meta.file_type();
+    if ft.is_dir() || ft.is_symlink() {
+        let mut none = [0u8; 0];
+        let zero = AtomicU64::new(0);
+        return hash_one(root, rel, cache, &mut none, &zero, &zero).map(Known::Done);
+    }
+    match cache.get(&full, &meta) {
+        Some(d) => Ok(Known::Done(FileHash {
+            path: rel.to_string(),
+            kind: Kind::File,
+            mode: meta.mode() & 0o7777,
+            size: meta.len(),
+            digest: d,
+        })),
+        None => Ok(Known::Read(meta.len())),
+    }
 }
 
 fn hash_one(

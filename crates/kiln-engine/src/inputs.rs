@@ -328,4 +328,32 @@ mod tests {
         assert_ne!(m1.key(), m2.key(), "a moved branch changes the key");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// `COPY . .` reads the whole context, but kiln's own state is not
+    /// part of it: recording a build does not change the key.
+    #[test]
+    fn kiln_state_never_changes_a_key() {
+        let dir = std::env::temp_dir().join(format!("kiln-statekey-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(".kiln/store")).unwrap();
+        std::fs::write(dir.join("a.txt"), "a").unwrap();
+        let spec = BuildSpec {
+            name: "all".into(),
+            context: dir.clone(),
+            dockerfile: dir.join("Dockerfile"),
+            dockerfile_inline: Some("FROM scratch\nCOPY . /src/\n".into()),
+            ..BuildSpec::default()
+        };
+        let cache = StatCache::default();
+        let none = BTreeMap::new();
+        let (m1, _) = gather(&spec, "linux/amd64", &none, &none, &cache).unwrap();
+        std::fs::write(dir.join(".kiln/store/record.json"), "{}").unwrap();
+        std::fs::write(dir.join(".kiln/stat-cache.json"), "{}").unwrap();
+        let (m2, _) = gather(&spec, "linux/amd64", &none, &none, &cache).unwrap();
+        assert_eq!(m1.key(), m2.key());
+        std::fs::write(dir.join("a.txt"), "b").unwrap();
+        let (m3, _) = gather(&spec, "linux/amd64", &none, &none, &cache).unwrap();
+        assert_ne!(m1.key(), m3.key(), "the context itself still counts");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -22,7 +22,7 @@ use crate::error::EngineError;
 use crate::hashing::{HashStats, StatCache};
 use crate::inputs::{external_images, gather};
 use crate::local::LocalEngine;
-use crate::registry::{Registry, Resolution};
+use crate::registry::{Registry, RegistryError, Resolution};
 use crate::spec::{BuildSpec, ContextSource};
 
 /// The value an input takes when the engine does not hold the image.
@@ -181,54 +181,92 @@ where
     })
 }
 
-/// Resolves an external image as the build will see it: the engine's own
-/// image first (its BuildKit uses a local image before asking a
-/// registry), then the registry's current digest (pinned for the build).
-/// `None` when neither knows it.
-pub async fn resolve_image(
-    engine: Option<&LocalEngine>,
-    registry: Option<&Registry>,
-    reference: &str,
-) -> Option<Found> {
-    if let Some(e) = engine
-        && let Some(id) = e.image_id(reference).await
-    {
-        return Some(Found { id, pin: None });
-    }
-    let r = registry?;
-    match r.resolve(reference).await {
-        Ok(Resolution::Found(digest)) => {
-            let name = kiln_plan::ImageRef::parse(reference)
-                .map(|i| format!("{}/{}", i.domain(), i.path()))
-                .unwrap_or_else(|| reference.to_string());
-            Some(Found {
-                pin: Some(format!("{name}@{digest}")),
-                id: digest,
-            })
+/// Resolves external images as a build will see them: the engine's own
+/// image first (its BuildKit uses a local image before asking a registry),
+/// then the registry's current digest (pinned for the build). Each
+/// reference is resolved once per run, and a registry that could not be
+/// reached is not asked again in the same run (an offline machine pays one
+/// timeout per registry, not one per target).
+pub struct Resolver {
+    engine: Option<LocalEngine>,
+    registry: Option<Registry>,
+    memo: std::sync::Mutex<HashMap<String, Option<Found>>>,
+    dead: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl Resolver {
+    pub fn new(engine: Option<LocalEngine>, registry: Option<Registry>) -> Resolver {
+        Resolver {
+            engine,
+            registry,
+            memo: Default::default(),
+            dead: Default::default(),
         }
-        Ok(Resolution::Absent) | Err(_) => None,
+    }
+
+    /// The engine's platform, or `linux/amd64` without an engine.
+    pub fn platform(&self) -> String {
+        self.engine
+            .as_ref()
+            .map(|e| e.platform.clone())
+            .unwrap_or_else(|| "linux/amd64".into())
+    }
+
+    /// `None` when neither the engine nor the registry knows `reference`.
+    pub async fn resolve(&self, reference: &str) -> Option<Found> {
+        if let Some(f) = self.memo.lock().ok()?.get(reference) {
+            return f.clone();
+        }
+        let found = self.lookup(reference).await;
+        if let Ok(mut m) = self.memo.lock() {
+            m.insert(reference.to_string(), found.clone());
+        }
+        found
+    }
+
+    async fn lookup(&self, reference: &str) -> Option<Found> {
+        if let Some(e) = &self.engine
+            && let Some(id) = e.image_id(reference).await
+        {
+            return Some(Found { id, pin: None });
+        }
+        let r = self.registry.as_ref()?;
+        let parsed = kiln_plan::ImageRef::parse(reference)?;
+        let host = parsed.domain().to_string();
+        if self.dead.lock().ok()?.contains(&host) {
+            return None;
+        }
+        match r.resolve(reference).await {
+            Ok(Resolution::Found(digest)) => Some(Found {
+                pin: Some(format!("{host}/{}@{digest}", parsed.path())),
+                id: digest,
+            }),
+            Ok(Resolution::Absent) => None,
+            Err(RegistryError::Unreachable { .. }) => {
+                if let Ok(mut d) = self.dead.lock() {
+                    d.insert(host);
+                }
+                None
+            }
+            Err(_) => None,
+        }
     }
 }
 
-/// The key of `spec` on `engine` (images resolved in its image store, then
-/// through `registry`).
+/// The key of `spec`, external images resolved by `resolver`.
 pub async fn key_on(
-    engine: Option<&LocalEngine>,
-    registry: Option<&Registry>,
+    resolver: &Resolver,
     spec: &BuildSpec,
     specs: &[BuildSpec],
     outputs: &HashMap<String, String>,
     cache: Arc<StatCache>,
 ) -> Result<Keyed, EngineError> {
-    let platform = engine
-        .map(|e| e.platform.clone())
-        .unwrap_or_else(|| "linux/amd64".into());
     key_with(
         spec,
         specs,
         outputs,
-        |r| async move { resolve_image(engine, registry, &r).await },
-        &platform,
+        |r| async move { resolver.resolve(&r).await },
+        &resolver.platform(),
         cache,
     )
     .await
@@ -274,11 +312,12 @@ pub async fn predict(
     store: &dyn RecordStore,
     cache: Arc<StatCache>,
 ) -> Result<Vec<Prediction>, EngineError> {
+    let resolver = Resolver::new(engine.cloned(), registry.cloned());
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut out = Vec::new();
     let store_err = |e: kiln_store::StoreError| EngineError::Store(e.to_string());
     for spec in specs {
-        let keyed = key_on(engine, registry, spec, specs, &outputs, cache.clone()).await?;
+        let keyed = key_on(&resolver, spec, specs, &outputs, cache.clone()).await?;
         let latest = store.latest(&spec.name).map_err(store_err)?;
         let (recorded, recorded_manifest) = match &latest {
             Lookup::Hit(e) => (

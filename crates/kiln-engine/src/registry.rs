@@ -85,13 +85,20 @@ pub struct Registry {
     inner: Arc<Inner>,
 }
 
-struct Inner {
+struct Clients {
     /// For every registry but the loopback ones.
     https: Client,
     /// For `localhost`, `127.0.0.0/8` and `[::1]`. A second client because
     /// oci-client fixes the scheme per client, and the loopback addresses
     /// cannot be listed up front.
     http: Client,
+}
+
+struct Inner {
+    /// Built on first use: setting up TLS (root certificates) costs tens of
+    /// milliseconds, and a run whose images are all on the engine never
+    /// asks a registry.
+    clients: std::sync::OnceLock<Result<Clients, String>>,
     timeout: Duration,
 }
 
@@ -195,27 +202,42 @@ impl Registry {
     /// `timeout` (connecting: within the smaller of `timeout` and 10 s).
     /// Nothing is contacted until then.
     pub fn new(timeout: Duration) -> Result<Registry, RegistryError> {
-        // oci-client's HTTPS is rustls without a built-in crypto provider:
-        // install ring, which the workspace already builds (a provider
-        // installed earlier, e.g. by kiln-store's OCI backend, is kept).
-        // The same line is in kiln-store's `OciStore::new`.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = |protocol| {
-            Client::try_from(ClientConfig {
-                protocol,
-                connect_timeout: Some(timeout.min(MAX_CONNECT_TIMEOUT)),
-                read_timeout: Some(timeout),
-                ..ClientConfig::default()
-            })
-            .map_err(|e| RegistryError::Setup(error_chain(&e)))
-        };
         Ok(Registry {
             inner: Arc::new(Inner {
-                https: client(ClientProtocol::Https)?,
-                http: client(ClientProtocol::Http)?,
+                clients: std::sync::OnceLock::new(),
                 timeout,
             }),
         })
+    }
+
+    /// The HTTP clients, built on first use.
+    fn clients(&self) -> Result<&Clients, RegistryError> {
+        let timeout = self.inner.timeout;
+        self.inner
+            .clients
+            .get_or_init(|| {
+                // oci-client's HTTPS is rustls without a built-in crypto
+                // provider: install ring, which the workspace already builds
+                // (a provider installed earlier, e.g. by kiln-store's OCI
+                // backend, is kept). The same line is in kiln-store's
+                // `OciStore::new`.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let client = |protocol| {
+                    Client::try_from(ClientConfig {
+                        protocol,
+                        connect_timeout: Some(timeout.min(MAX_CONNECT_TIMEOUT)),
+                        read_timeout: Some(timeout),
+                        ..ClientConfig::default()
+                    })
+                    .map_err(|e| error_chain(&e))
+                };
+                Ok(Clients {
+                    https: client(ClientProtocol::Https)?,
+                    http: client(ClientProtocol::Http)?,
+                })
+            })
+            .as_ref()
+            .map_err(|e| RegistryError::Setup(e.clone()))
     }
 
     /// The timeout of one resolution.
@@ -243,9 +265,9 @@ impl Registry {
         let tag = target.tag.clone().unwrap_or_else(|| "latest".into());
         let oci_ref = Reference::with_tag(target.registry.clone(), target.repository.clone(), tag);
         let client = if target.plain_http {
-            &self.inner.http
+            &self.clients()?.http
         } else {
-            &self.inner.https
+            &self.clients()?.https
         };
         let timeout = self.inner.timeout;
         let auth = RegistryAuth::Anonymous;

@@ -25,10 +25,15 @@ use crate::rewrite::rewrite;
 use crate::spec::{BuildSpec, ContextSource, Endpoint};
 use crate::steps::StepCounts;
 
+/// Targets being keyed, looked up or built at once (builds themselves are
+/// capped by `--jobs`).
+const MAX_TASKS: usize = 32;
+
 /// How to run.
 #[derive(Clone)]
 pub struct RunOptions {
-    /// Builds running at once (at least 1).
+    /// BuildKit builds running at once (at least 1). Keys, lookups and
+    /// skips are not builds: they run for every ready target.
     pub jobs: usize,
     /// Stop everything at the first failure.
     pub fail_fast: bool,
@@ -170,7 +175,9 @@ struct Done {
 /// What every target task shares.
 struct Shared {
     engine: LocalEngine,
-    registry: Option<crate::registry::Registry>,
+    /// One permit per concurrent BuildKit build (`--jobs`).
+    build_slots: tokio::sync::Semaphore,
+    resolver: crate::keys::Resolver,
     specs: Vec<BuildSpec>,
     reporter: Arc<dyn Reporter>,
     opts: RunOptions,
@@ -226,8 +233,9 @@ pub async fn run(
     let fail_fast = opts.fail_fast;
     let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
     let shared = Arc::new(Shared {
+        build_slots: tokio::sync::Semaphore::new(jobs),
         engine: engine.clone(),
-        registry,
+        resolver: crate::keys::Resolver::new(Some(engine.clone()), registry),
         specs,
         reporter: reporter.clone(),
         opts,
@@ -272,7 +280,7 @@ pub async fn run(
         }
         // Start ready targets.
         for (i, s) in specs.iter().enumerate() {
-            if stop || running.len() >= jobs {
+            if stop || running.len() >= MAX_TASKS {
                 break;
             }
             if started[i] {
@@ -444,8 +452,7 @@ async fn process(
 ) -> (Result<Outcome, EngineError>, Option<Keyed>) {
     let spec = &sh.specs[i];
     let keyed = match key_on(
-        Some(&sh.engine),
-        sh.registry.as_ref(),
+        &sh.resolver,
         spec,
         &sh.specs,
         outputs,
@@ -493,8 +500,14 @@ async fn decide_and_build(
         match store_call(&sh.opts.store, move |s| s.get(&k)).await? {
             Lookup::Hit(entry) => {
                 let rec = entry.record;
-                if sh.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id) {
-                    return adopt(sh, spec, rec, inputs, rebuilt).await;
+                // The unique reference answers for the image in one request
+                // when it is still there (the usual case); else the id.
+                let unique = local_ref(&spec.name, &rec.image_id);
+                let unique_ok = sh.engine.image_id(&unique).await.as_deref() == Some(&rec.image_id);
+                if unique_ok
+                    || sh.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id)
+                {
+                    return adopt(sh, spec, rec, inputs, rebuilt, unique_ok).await;
                 }
                 warn(format!(
                     "the record for {key} names image {}, which the engine no longer has; rebuilding",
@@ -511,6 +524,11 @@ async fn decide_and_build(
             Lookup::Miss => {}
         }
     }
+    let _slot = sh
+        .build_slots
+        .acquire()
+        .await
+        .map_err(|e| EngineError::Build(format!("build slots closed: {e}")))?;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),
         driver: driver_name(spec).into(),
@@ -570,11 +588,13 @@ async fn adopt(
     rec: Record,
     inputs: serde_json::Value,
     rebuilt: &[String],
+    unique_ok: bool,
 ) -> Result<Outcome, EngineError> {
     let id = rec.image_id.clone();
     let unique = local_ref(&spec.name, &id);
     let mut retagged = Vec::new();
-    for t in std::iter::once(&unique).chain(spec.tags.iter()) {
+    let to_check = (!unique_ok).then_some(&unique);
+    for t in to_check.into_iter().chain(spec.tags.iter()) {
         if sh.engine.image_id(t).await.as_deref() != Some(id.as_str()) {
             sh.engine.tag(&id, t).await?;
             if t != &unique {

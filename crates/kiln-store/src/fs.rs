@@ -181,22 +181,39 @@ impl RecordStore for FsStore {
                 record.key, record.inputs_digest
             )));
         }
-        // 1. The payload first (content-addressed: an existing copy is the same bytes).
-        self.create_if_absent(&self.blob_path(&d), &payload)?;
+        // 1. The payload first (content-addressed: an existing copy is the
+        //    same bytes unless damaged, which reads detect).
+        let blob = self.blob_path(&d);
+        if force {
+            // A forced write also repairs a damaged payload.
+            self.replace(&blob, &payload)?;
+        } else if !blob.exists() {
+            self.create_if_absent(&blob, &payload)?;
+        }
         // 2. The record, atomically.
-        let bytes =
-            serde_json::to_vec_pretty(record).map_err(|e| StoreError::Invalid(e.to_string()))?;
         let path = self.record_path(&record.key);
         let outcome = if force {
+            let bytes = serde_json::to_vec_pretty(record)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
             self.replace(&path, &bytes)?;
             PutOutcome::Replaced
-        } else if self.create_if_absent(&path, &bytes)? {
-            PutOutcome::Written
-        } else {
+        } else if path.exists() {
             PutOutcome::AlreadyPresent
+        } else {
+            let bytes = serde_json::to_vec_pretty(record)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            if self.create_if_absent(&path, &bytes)? {
+                PutOutcome::Written
+            } else {
+                PutOutcome::AlreadyPresent
+            }
         };
-        // 3. The per-target pointer (last writer wins; it is only a hint for `why`).
-        self.replace(&self.target_path(&record.target), record.key.as_bytes())?;
+        // 3. The per-target pointer (last writer wins; it is only a hint for
+        //    `why`), rewritten only when it changes: a no-op run writes nothing.
+        let pointer = self.target_path(&record.target);
+        if self.read(&pointer)?.as_deref() != Some(record.key.as_bytes()) {
+            self.replace(&pointer, record.key.as_bytes())?;
+        }
         Ok(outcome)
     }
 
@@ -309,6 +326,41 @@ mod tests {
         // A forced write repairs it.
         s.put(&record("k1:bb02", &inputs), &inputs, true).unwrap();
         assert!(matches!(s.get("k1:bb02").unwrap(), Lookup::Hit(_)));
+        // A damaged payload under an intact record is repaired by force too.
+        std::fs::write(&blob, b"{\"x\": 3}").unwrap();
+        assert!(matches!(s.get("k1:bb02").unwrap(), Lookup::Corrupt(_)));
+        s.put(&record("k1:bb02", &inputs), &inputs, true).unwrap();
+        assert!(matches!(s.get("k1:bb02").unwrap(), Lookup::Hit(_)));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn a_repeated_put_writes_nothing() {
+        let root = dir();
+        let s = FsStore::new(&root);
+        let inputs = serde_json::json!({"x": 1});
+        let r = record("k1:cc03", &inputs);
+        assert_eq!(s.put(&r, &inputs, false).unwrap(), PutOutcome::Written);
+        let stamp = |p: &Path| {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(p).unwrap();
+            (m.ino(), m.mtime_nsec(), m.mtime())
+        };
+        let files = walk(&root);
+        let before: Vec<_> = files.iter().map(|p| stamp(p)).collect();
+        assert_eq!(
+            s.put(&r, &inputs, false).unwrap(),
+            PutOutcome::AlreadyPresent
+        );
+        let after: Vec<_> = files.iter().map(|p| stamp(p)).collect();
+        assert_eq!(before, after, "nothing rewritten");
+        assert_eq!(walk(&root).len(), files.len(), "nothing added");
+        // Another key for the target moves the pointer; going back moves it back.
+        let r2 = record("k1:cc04", &inputs);
+        s.put(&r2, &inputs, false).unwrap();
+        assert!(matches!(s.latest("app").unwrap(), Lookup::Hit(e) if e.record.key == "k1:cc04"));
+        s.put(&r, &inputs, false).unwrap();
+        assert!(matches!(s.latest("app").unwrap(), Lookup::Hit(e) if e.record.key == "k1:cc03"));
         let _ = std::fs::remove_dir_all(&root);
     }
 
