@@ -204,6 +204,11 @@ impl Resolver {
         }
     }
 
+    /// The registry client, if one could be made.
+    pub fn registry(&self) -> Option<&Registry> {
+        self.registry.as_ref()
+    }
+
     /// The engine's platform, or `linux/amd64` without an engine.
     pub fn platform(&self) -> String {
         self.engine
@@ -358,6 +363,15 @@ pub async fn predict(
                                 entry.record.built_at, entry.record.node
                             ),
                         )
+                    } else if let Some(r) = in_registry(&resolver, &entry.record).await {
+                        outputs.insert(spec.name.clone(), id);
+                        (
+                            Action::Skip,
+                            format!(
+                                "up to date (built {} on {}; will be pulled from {r})",
+                                entry.record.built_at, entry.record.node
+                            ),
+                        )
                     } else if engine.is_none() {
                         (
                             Action::Build,
@@ -399,6 +413,23 @@ pub async fn predict(
         });
     }
     Ok(out)
+}
+
+/// The `repo@digest` under which a registry still holds a recorded image
+/// (pushed when it was built).
+pub async fn in_registry(resolver: &Resolver, rec: &kiln_store::Record) -> Option<String> {
+    let digest = rec.digest.as_ref()?;
+    let registry = resolver.registry()?;
+    for t in &rec.tags {
+        let Some(r) = kiln_plan::ImageRef::parse(t) else {
+            continue;
+        };
+        let reference = format!("{}/{}@{digest}", r.domain(), r.path());
+        if matches!(registry.check(&reference).await, Ok(Resolution::Found(_))) {
+            return Some(reference);
+        }
+    }
+    None
 }
 
 fn short_id(id: &str) -> String {

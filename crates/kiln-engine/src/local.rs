@@ -118,6 +118,21 @@ impl LocalEngine {
         let _ = self.docker.remove_image(reference, Some(opts), None).await;
     }
 
+    /// Pulls `reference` (e.g. `repo@sha256:…`) into the engine.
+    pub async fn pull(&self, reference: &str) -> Result<(), EngineError> {
+        let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
+            .from_image(reference)
+            .build();
+        let mut s = self.docker.create_image(Some(opts), None, None);
+        while let Some(item) = s.next().await {
+            let info = item.map_err(|e| EngineError::Build(format!("pulling {reference}: {e}")))?;
+            if let Some(err) = info.error_detail.and_then(|d| d.message) {
+                return Err(EngineError::Build(format!("pulling {reference}: {err}")));
+            }
+        }
+        Ok(())
+    }
+
     /// Pushes `reference`; returns the registry digest.
     pub async fn push(&self, reference: &str) -> Result<String, EngineError> {
         let (repo, tag) = split_reference(reference);

@@ -261,9 +261,32 @@ impl Registry {
         if let Some(d) = target.digest {
             return Ok(Resolution::Found(d));
         }
+        self.fetch(target).await
+    }
+
+    /// Whether the registry holds `reference` now: like
+    /// [`resolve`](Registry::resolve), but a reference pinned by digest is
+    /// asked too (`HEAD` of the manifest by digest), so an image deleted
+    /// from the registry is `Absent`.
+    pub async fn check(&self, reference: &str) -> Result<Resolution, RegistryError> {
+        let target = Target::parse(reference)?;
+        self.fetch(target).await
+    }
+
+    async fn fetch(&self, target: Target) -> Result<Resolution, RegistryError> {
         let name = target.name();
-        let tag = target.tag.clone().unwrap_or_else(|| "latest".into());
-        let oci_ref = Reference::with_tag(target.registry.clone(), target.repository.clone(), tag);
+        let oci_ref = match &target.digest {
+            Some(d) => Reference::with_digest(
+                target.registry.clone(),
+                target.repository.clone(),
+                d.clone(),
+            ),
+            None => Reference::with_tag(
+                target.registry.clone(),
+                target.repository.clone(),
+                target.tag.clone().unwrap_or_else(|| "latest".into()),
+            ),
+        };
         let client = if target.plain_http {
             &self.clients()?.http
         } else {

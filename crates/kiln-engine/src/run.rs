@@ -507,7 +507,12 @@ async fn decide_and_build(
                 if unique_ok
                     || sh.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id)
                 {
-                    return adopt(sh, spec, rec, inputs, rebuilt, unique_ok).await;
+                    return adopt(sh, spec, rec, inputs, rebuilt, unique_ok, None).await;
+                }
+                // Pushed when it was built and still in the registry: pull
+                // it by digest instead of building it again.
+                if let Some(pulled) = pull_recorded(sh, &rec).await {
+                    return adopt(sh, spec, rec, inputs, rebuilt, false, Some(pulled)).await;
                 }
                 warn(format!(
                     "the record for {key} names image {}, which the engine no longer has; rebuilding",
@@ -589,6 +594,7 @@ async fn adopt(
     inputs: serde_json::Value,
     rebuilt: &[String],
     unique_ok: bool,
+    pulled: Option<String>,
 ) -> Result<Outcome, EngineError> {
     let id = rec.image_id.clone();
     let unique = local_ref(&spec.name, &id);
@@ -622,6 +628,9 @@ async fn adopt(
             rebuilt.join(", ")
         )
     };
+    if let Some(p) = &pulled {
+        reason.push_str(&format!(" (pulled {p})"));
+    }
     if !retagged.is_empty() {
         reason.push_str(&format!(" (re-tagged {})", retagged.join(", ")));
     }
@@ -633,6 +642,16 @@ async fn adopt(
         pushed,
         reason,
     })
+}
+
+/// A recorded image the engine lacks but a registry still holds (it was
+/// pushed when built): pulled by digest. Returns the reference pulled, once
+/// the engine holds the recorded image id.
+async fn pull_recorded(sh: &Shared, rec: &Record) -> Option<String> {
+    let reference = crate::keys::in_registry(&sh.resolver, rec).await?;
+    (sh.engine.pull(&reference).await.is_ok()
+        && sh.engine.image_id(&rec.image_id).await.as_deref() == Some(rec.image_id.as_str()))
+    .then_some(reference)
 }
 
 /// The current time, RFC 3339 UTC to the second.

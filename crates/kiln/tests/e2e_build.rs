@@ -1018,3 +1018,50 @@ fn a_registry_base_image_is_keyed_and_built_by_digest() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A recorded image the engine no longer holds but the registry does (it
+/// was pushed when built) is pulled by digest, not built again; plan says so.
+#[test]
+fn a_recorded_image_gone_from_the_engine_is_pulled_from_the_registry() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let bake = format!(
+        "target \"p\" {{\n  network = \"host\"\n  tags = [\"{reg}/kiln-e2e/pulled-{salt}:1\"]\n}}\n"
+    );
+    let dir = workspace(&[
+        ("docker-bake.hcl", &bake),
+        (
+            "Dockerfile",
+            &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /salt\n"),
+        ),
+    ]);
+    let o = build_json(&dir, &host, &["--push", "p"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = summary(&o);
+    let digest = target(&first, "p")["digest"].as_str().unwrap().to_string();
+    let image = target(&first, "p")["image"].as_str().unwrap().to_string();
+    let id = docker(&host, &["image", "inspect", "--format", "{{.Id}}", &image]);
+    let out = docker(&host, &["rmi", "-f", id.trim()]);
+    assert!(out.contains("Deleted"), "{out}");
+    let o = kiln(&dir, &host, &["plan", "--format", "json", "p"], &[]);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["targets"][0]["action"], "skip", "{plan}");
+    let o = build_json(&dir, &host, &["p"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    let t = target(&s, "p");
+    assert_eq!(t["status"], "skipped", "{t}");
+    let reason = t["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("pulled {reg}/kiln-e2e/pulled-{salt}@{digest}")),
+        "{reason}"
+    );
+    assert_eq!(t["image"].as_str(), Some(image.as_str()), "same image id");
+    let out = docker(&host, &["run", "--rm", &image, "cat", "/salt"]);
+    assert!(out.contains(&salt), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
