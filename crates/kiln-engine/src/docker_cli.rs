@@ -67,6 +67,9 @@ pub fn args(
     if spec.no_cache {
         a.push("--no-cache".into());
     }
+    for c in &spec.cache_from {
+        a.extend(["--cache-from".into(), c.clone()]);
+    }
     a.push(spec.context.display().to_string());
     a
 }

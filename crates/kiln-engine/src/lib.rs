@@ -9,6 +9,7 @@
 //! Must never: evaluate bake files or decide what to build (that is the
 //! plan's job); print anything itself (events go to a [`events::Reporter`]).
 
+pub mod buildx;
 pub mod context;
 pub mod docker_cli;
 pub mod error;

@@ -199,6 +199,9 @@ impl LocalEngine {
         if let Some(t) = &spec.target {
             b = b.target(t);
         }
+        if !spec.cache_from.is_empty() {
+            b = b.cachefrom(&spec.cache_from);
+        }
         if let Some(n) = &spec.network {
             b = b.networkmode(n);
         }

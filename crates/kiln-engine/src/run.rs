@@ -727,7 +727,11 @@ async fn build_one(
             ))
         })?,
     };
-    let rw = rewrite(&text, &spec.args, refs);
+    let mut rw = rewrite(&text, &spec.args, refs);
+    if spec.inline_cache {
+        // A frontend option, not a declared ARG: it never enters a key.
+        rw.args.insert("BUILDKIT_INLINE_CACHE".into(), "1".into());
+    }
     let build_tag = format!("kiln.local/{}:run-{run_id}", spec.name.to_ascii_lowercase());
     let outcome = if spec.secrets.is_empty() {
         engine

@@ -53,6 +53,10 @@ pub struct BuildSpec {
     /// Targets of this run that must finish first.
     pub deps: Vec<String>,
     pub push: bool,
+    /// Images to import layer cache from (inline cache in their config).
+    pub cache_from: Vec<String>,
+    /// Embed inline cache in the image (`BUILDKIT_INLINE_CACHE=1`).
+    pub inline_cache: bool,
 }
 
 /// How to reach the engine.

@@ -633,3 +633,94 @@ async fn invalid_references_are_refused_without_a_request() {
         }
     }
 }
+
+/// A cache-only manifest (what `--cache-to type=registry,image-manifest=true`
+/// writes: an OCI manifest whose config is BuildKit's cache config, not an
+/// image) is found by `check`, the raw manifest request kiln uses to probe
+/// cache refs; a digest reference is asked too, and a missing one is absent.
+#[tokio::test]
+async fn a_cache_only_manifest_is_found_by_a_raw_manifest_request() {
+    use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
+    use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+    use oci_client::{Client, Reference};
+    let Some((reg, _)) = dev_env("a_cache_only_manifest_is_found_by_a_raw_manifest_request") else {
+        return;
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let repo = format!("kiln-test/cache-{}-{nanos}", std::process::id());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        use_monolithic_push: true,
+        ..ClientConfig::default()
+    });
+    let at = |tag: &str| Reference::with_tag(reg.clone(), repo.clone(), tag.into());
+    let push = async |data: &[u8], media_type: &str| {
+        let layer = ImageLayer::new(data.to_vec(), media_type.into(), None);
+        let digest = layer.sha256_digest();
+        client
+            .push_blob(&at("x"), layer.data.clone(), &digest)
+            .await
+            .unwrap();
+        OciDescriptor {
+            media_type: media_type.into(),
+            digest,
+            size: data.len() as i64,
+            urls: None,
+            annotations: None,
+            artifact_type: None,
+        }
+    };
+    let config = push(
+        br#"{"layers":[],"records":[]}"#,
+        "application/vnd.buildkit.cacheconfig.v0",
+    )
+    .await;
+    let layer = push(
+        b"cached layer bytes",
+        "application/vnd.oci.image.layer.v1.tar+gzip",
+    )
+    .await;
+    let manifest = OciImageManifest {
+        schema_version: 2,
+        media_type: Some(OCI_IMAGE_MEDIA_TYPE.into()),
+        config,
+        layers: vec![layer],
+        subject: None,
+        artifact_type: None,
+        annotations: None,
+    };
+    let bytes = serde_json::to_vec(&manifest).unwrap();
+    // The manifest's digest: sha256 of its bytes (ImageLayer computes it).
+    let digest = ImageLayer::new(bytes.clone(), OCI_IMAGE_MEDIA_TYPE.into(), None).sha256_digest();
+    client
+        .push_manifest_raw(
+            &at("buildcache-app-native"),
+            bytes,
+            OCI_IMAGE_MEDIA_TYPE.parse().unwrap(),
+        )
+        .await
+        .unwrap();
+    let r = registry(Duration::from_secs(20));
+    let tag_ref = format!("{reg}/{repo}:buildcache-app-native");
+    assert_eq!(
+        r.check(&tag_ref).await.unwrap(),
+        Resolution::Found(digest.clone())
+    );
+    let by_digest = format!("{reg}/{repo}@{digest}");
+    assert_eq!(
+        r.check(&by_digest).await.unwrap(),
+        Resolution::Found(digest)
+    );
+    let missing = format!("{reg}/{repo}@sha256:{HEX}");
+    assert_eq!(r.check(&missing).await.unwrap(), Resolution::Absent);
+    assert_eq!(
+        r.check(&format!("{reg}/{repo}:buildcache-other"))
+            .await
+            .unwrap(),
+        Resolution::Absent
+    );
+}

@@ -14,6 +14,7 @@
 //! linear in targets plus edges (up to a log factor for ordering), so it serves graphs of
 //! tens of thousands of targets.
 
+pub mod cache;
 mod error;
 mod graph;
 pub mod key;

@@ -23,6 +23,19 @@ pub struct PlannedTarget {
     pub action: Option<String>,
     /// Why (`up to date`, `never built`, the inputs that changed...).
     pub reason: Option<String>,
+    /// The effective layer-cache policy, one per platform.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", skip_deserializing)]
+    pub cache: Vec<crate::cache::CachePolicy>,
+    /// The driver's command line (`--driver buildx`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+}
+
+fn driver_name(d: crate::cache::Driver) -> &'static str {
+    match d {
+        crate::cache::Driver::Local => "local",
+        crate::cache::Driver::Buildx => "buildx",
+    }
 }
 
 /// A plan: targets in a valid build order (every dependency first).
@@ -48,6 +61,8 @@ impl Plan {
                     key: None,
                     action: None,
                     reason: None,
+                    cache: Vec::new(),
+                    command: None,
                 })
             })
             .collect();
@@ -90,6 +105,35 @@ impl Plan {
                 if let Some(key) = &t.key {
                     out.push_str(&format!("{:>3}  {:<w$}    key {key}\n", "", ""));
                 }
+            }
+            for c in t
+                .cache
+                .iter()
+                .filter(|c| !c.from.is_empty() || !c.to.is_empty() || c.inline)
+            {
+                let refs = |v: &[crate::cache::CacheEntry]| {
+                    v.iter()
+                        .map(|e| {
+                            let r = e.reference().map(String::from).unwrap_or_else(|| e.csv());
+                            match e.exists {
+                                Some(false) => format!("{r} (missing)"),
+                                _ => r,
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let mut line = format!("cache ({}, {})", driver_name(c.driver), c.platform);
+                if !c.from.is_empty() {
+                    line.push_str(&format!(": from {}", refs(&c.from)));
+                }
+                if !c.to.is_empty() {
+                    line.push_str(&format!("; to {}", refs(&c.to)));
+                }
+                if c.inline {
+                    line.push_str("; inline");
+                }
+                out.push_str(&format!("{:>3}  {:<w$}    {line}\n", "", ""));
             }
         }
         let count = |a: &str| {

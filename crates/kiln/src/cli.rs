@@ -25,6 +25,19 @@ pub enum Command {
     Why(WhyArgs),
 }
 
+/// How kiln names layer-cache refs.
+#[derive(Debug, Args)]
+pub struct CacheArgs {
+    /// The repository for layer-cache refs (default: each target's first
+    /// tag's repository).
+    #[arg(long, value_name = "REGISTRY/REPO", env = "KILN_CACHE_REPO")]
+    pub cache_repo: Option<String>,
+    /// The writer scope of cache refs (e.g. `ci`, `dev`): writers in
+    /// different scopes never overwrite each other's cache.
+    #[arg(long, value_name = "SCOPE", env = "KILN_CACHE_SCOPE")]
+    pub cache_scope: Option<String>,
+}
+
 /// Where the engine and the record store are.
 #[derive(Debug, Args)]
 pub struct StoreArgs {
@@ -83,6 +96,18 @@ pub struct PlanArgs {
     pub graph: Option<GraphFormat>,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    /// The driver whose cache policy (and, for buildx, command lines) to show.
+    #[arg(long, value_enum, default_value_t = DriverKind::Local)]
+    pub driver: DriverKind,
+    /// The buildx builder (`--driver buildx`).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub builder: String,
+    /// Ask each registry whether the cache refs to import exist (a raw
+    /// manifest request: a cache-only manifest is not an image).
+    #[arg(long)]
+    pub probe_cache: bool,
     /// Targets or groups to plan (default: `default`).
     #[arg(value_name = "TARGET|GROUP")]
     pub targets: Vec<String>,
@@ -92,6 +117,14 @@ pub struct PlanArgs {
 pub enum Format {
     Text,
     Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DriverKind {
+    /// The Docker engine's embedded BuildKit.
+    Local,
+    /// A `docker buildx` builder.
+    Buildx,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -124,6 +157,8 @@ pub struct BuildArgs {
     pub force: bool,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub cache: CacheArgs,
     /// Targets or groups to build (default: `default`).
     #[arg(value_name = "TARGET|GROUP")]
     pub targets: Vec<String>,

@@ -61,6 +61,10 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             let s = commands::plan::PlanSettings {
                 bake,
                 store,
+                cache: settings::cache_settings(&a.cache),
+                driver: a.driver,
+                builder: a.builder,
+                probe_cache: a.probe_cache,
                 format: a.format,
                 graph: a.graph,
                 targets: a.targets,
@@ -73,6 +77,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             let s = commands::build::BuildSettings {
                 bake,
                 store,
+                cache: settings::cache_settings(&a.cache),
                 force: a.force,
                 targets: a.targets,
                 jobs: a.jobs,

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::cli::{BakeArgs, StoreArgs};
+use crate::cli::{BakeArgs, CacheArgs, StoreArgs};
 use crate::error::CliError;
 
 /// What every bake-reading command needs.
@@ -140,4 +140,13 @@ pub fn resolve_endpoint(flag: Option<&str>, cwd: &std::path::Path) -> kiln_engin
         })
         .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string());
     kiln_engine::Endpoint { host, docker_cli }
+}
+
+/// Cache-ref naming from the command line and environment.
+pub fn cache_settings(a: &CacheArgs) -> kiln_plan::cache::CacheSettings {
+    kiln_plan::cache::CacheSettings {
+        repository: a.cache_repo.clone().filter(|s| !s.is_empty()),
+        scope: a.cache_scope.clone().filter(|s| !s.is_empty()),
+        disabled: false,
+    }
 }

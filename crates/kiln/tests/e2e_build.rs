@@ -1065,3 +1065,100 @@ fn a_recorded_image_gone_from_the_engine_is_pulled_from_the_registry() {
     assert!(out.contains(&salt), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kiln plan --probe-cache` asks the registry whether each cache ref to
+/// import exists: the pushed tag does, the commit-independent ref (never
+/// exported by the local engine) does not, and the text says which is
+/// missing.
+#[test]
+fn plan_probes_cache_refs_in_the_registry() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let tag = format!("{reg}/kiln-e2e/probe-{salt}:1");
+    let bake = format!("target \"p\" {{\n  network = \"host\"\n  tags = [\"{tag}\"]\n}}\n");
+    let dir = workspace(&[
+        ("docker-bake.hcl", &bake),
+        (
+            "Dockerfile",
+            &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /s\n"),
+        ),
+    ]);
+    let o = build_json(&dir, &host, &["--push", "p"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("note: the local engine's BuildKit only has inline cache"),
+        "{err}"
+    );
+    // The local driver's policy: the pushed image carries inline cache.
+    let get = |path: &str, accept: &str| {
+        let o = Command::new("curl")
+            .args([
+                "-sf",
+                "-H",
+                &format!("Accept: {accept}"),
+                &format!("http://{reg}/v2/{path}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let manifest: serde_json::Value = serde_json::from_str(&get(
+        &format!("kiln-e2e/probe-{salt}/manifests/1"),
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ))
+    .unwrap();
+    let config = get(
+        &format!(
+            "kiln-e2e/probe-{salt}/blobs/{}",
+            manifest["config"]["digest"].as_str().unwrap()
+        ),
+        "*/*",
+    );
+    assert!(
+        config.contains("moby.buildkit.cache.v0"),
+        "inline cache: {config}"
+    );
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "plan",
+            "--driver",
+            "buildx",
+            "--probe-cache",
+            "--format",
+            "json",
+            "p",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let from = plan["targets"][0]["cache"][0]["from"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let exists = |r: &str| {
+        from.iter()
+            .find(|e| e["ref"] == r)
+            .unwrap_or_else(|| panic!("{r} not in {from:?}"))["exists"]
+            .clone()
+    };
+    assert_eq!(exists(&tag), true);
+    let stable = format!("{reg}/kiln-e2e/probe-{salt}:buildcache-p-native");
+    assert_eq!(exists(&stable), false);
+    let o = kiln(
+        &dir,
+        &host,
+        &["plan", "--driver", "buildx", "--probe-cache", "p"],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!("{stable} (missing)")), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

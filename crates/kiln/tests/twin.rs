@@ -237,3 +237,65 @@ fn tags_and_shared_settings() {
         }
     }
 }
+
+/// The buildx driver's full command lines for the whole twin, as data
+/// (buildx is not installable here): every target imports its own
+/// commit-independent cache ref and its per-commit tag, exports with
+/// mode=max to a ref no other target uses, hands inputs over by digest, and
+/// never asks for inline cache.
+#[test]
+fn buildx_command_lines_for_the_twin() {
+    let v = kiln(
+        &[
+            "plan",
+            "-f",
+            TWIN,
+            "--host",
+            "unix:///nonexistent/docker.sock",
+            "--driver",
+            "buildx",
+            "--builder",
+            "fleet",
+            "--format",
+            "json",
+            "default",
+            "pytorch-run",
+        ],
+        &[("BUILDX_BAKE_FILE_RELATIVE_PATHS", "1")],
+    );
+    let mut text = String::new();
+    let mut stable = BTreeSet::new();
+    for t in v["targets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let argv: Vec<String> = t["command"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} has no command"))
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        let line = argv.join(" ");
+        assert!(!line.contains("BUILDKIT_INLINE_CACHE"), "{line}");
+        let to: Vec<&String> = argv
+            .iter()
+            .zip(argv.iter().skip(1))
+            .filter(|(a, _)| *a == "--cache-to")
+            .map(|(_, b)| b)
+            .collect();
+        assert_eq!(to.len(), 1, "{name}: {line}");
+        assert!(
+            to[0].contains("mode=max,image-manifest=true,oci-mediatypes=true,ignore-error=true")
+        );
+        assert!(stable.insert(t["cache"][0]["stable_ref"].as_str().unwrap().to_string()));
+        for (a, b) in argv.iter().zip(argv.iter().skip(1)) {
+            if a == "--build-context" {
+                assert!(b.contains("@<digest of "), "hand-over by digest: {b}");
+            }
+        }
+        text.push_str(&format!(
+            "# {name}\n{}\n",
+            kiln_engine::buildx::render(&argv)
+        ));
+    }
+    assert_eq!(stable.len(), 15, "one cache ref per target");
+    insta::assert_snapshot!("twin_buildx_commands", text);
+}

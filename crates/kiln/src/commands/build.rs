@@ -25,6 +25,7 @@ pub struct BuildSettings {
     pub format: Format,
     pub force: bool,
     pub store: StoreSettings,
+    pub cache: kiln_plan::cache::CacheSettings,
 }
 
 fn abs(cwd: &Path, p: &str) -> PathBuf {
@@ -40,6 +41,35 @@ fn abs(cwd: &Path, p: &str) -> PathBuf {
         .components()
         .filter(|c| !matches!(c, std::path::Component::CurDir))
         .collect()
+}
+
+/// Applies the local driver's cache policy to a spec: inline cache and
+/// `cache-from` of the previously pushed image for targets that push.
+pub fn apply_local_cache(
+    spec: &mut BuildSpec,
+    planned: &Planned,
+    settings: &kiln_plan::cache::CacheSettings,
+) -> Vec<String> {
+    let Some(t) = planned.targets.get(&spec.name) else {
+        return Vec::new();
+    };
+    let policies = crate::commands::plan::cache_policy(
+        t,
+        settings,
+        kiln_plan::cache::Driver::Local,
+        spec.push,
+    );
+    let Some(p) = policies.first() else {
+        return Vec::new();
+    };
+    spec.inline_cache = p.inline;
+    spec.cache_from = p
+        .from
+        .iter()
+        .filter(|e| e.kind() == "registry")
+        .filter_map(|e| e.reference().map(String::from))
+        .collect();
+    p.notices.clone()
 }
 
 /// The build spec of one planned target; `push` forces pushing its tags.
@@ -140,6 +170,8 @@ pub fn spec_for(
             .map(String::from)
             .collect(),
         push: push || outputs_push,
+        cache_from: Vec::new(),
+        inline_cache: false,
     })
 }
 
@@ -416,7 +448,17 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = super::load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
-    let specs = specs_for(&bake, &planned, &s.bake.cwd, s.push)?;
+    let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push)?;
+    let mut notices = std::collections::BTreeSet::new();
+    for spec in &mut specs {
+        let n = apply_local_cache(spec, &planned, &s.cache);
+        if spec.push {
+            notices.extend(n);
+        }
+    }
+    for n in &notices {
+        eprintln!("note: {n}");
+    }
     let (store, stat_cache) = open_store(&s.store)?;
     let reporter: Arc<dyn Reporter> = match s.progress {
         Progress::Json => Arc::new(JsonReporter {

@@ -7,13 +7,17 @@ use std::io::Write;
 use kiln_bake::{Bake, Diags};
 use kiln_plan::{Graph, GraphError, Plan, PlanTarget};
 
-use crate::cli::{Format, GraphFormat};
+use crate::cli::{DriverKind, Format, GraphFormat};
 use crate::error::CliError;
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct PlanSettings {
     pub bake: BakeSettings,
     pub store: StoreSettings,
+    pub cache: kiln_plan::cache::CacheSettings,
+    pub driver: DriverKind,
+    pub builder: String,
+    pub probe_cache: bool,
     pub format: Format,
     pub graph: Option<GraphFormat>,
     pub targets: Vec<String>,
@@ -229,15 +233,166 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
                     t.reason = Some(p.reason.clone());
                 }
             }
+            let driver = match s.driver {
+                DriverKind::Local => kiln_plan::cache::Driver::Local,
+                DriverKind::Buildx => kiln_plan::cache::Driver::Buildx,
+            };
+            for t in &mut plan.targets {
+                let Some(bt) = planned.targets.get(&t.name) else {
+                    continue;
+                };
+                t.cache = cache_policy(bt, &s.cache, driver, false);
+                if driver == kiln_plan::cache::Driver::Buildx
+                    && let Ok(spec) = super::build::spec_for(&planned, &t.name, &s.bake.cwd, false)
+                    && let Some(p) = t.cache.first()
+                {
+                    t.command = Some(kiln_engine::buildx::command(
+                        &spec,
+                        p,
+                        &buildx_hand_over(&spec, &planned),
+                        &kiln_engine::buildx::BuildxOptions {
+                            builder: s.builder.clone(),
+                            ..Default::default()
+                        },
+                        &s.bake.cwd,
+                    ));
+                }
+            }
+            if s.probe_cache {
+                probe_cache_refs(&mut plan)?;
+            }
             if format == Format::Json {
                 let mut t = serde_json::to_string_pretty(&plan)
                     .map_err(|e| CliError::env(e.to_string()))?;
                 t.push('\n');
                 t
             } else {
-                plan.render_text()
+                let mut text = plan.render_text();
+                for t in &plan.targets {
+                    if let Some(argv) = &t.command {
+                        text.push_str(&format!("\n# {}\n", t.name));
+                        text.push_str(&kiln_engine::buildx::render(argv));
+                    }
+                }
+                text
             }
         }
     };
     crate::output::write(out, &text)
+}
+
+/// The cache policy of a resolved bake target on `driver`, one per platform.
+pub fn cache_policy(
+    t: &kiln_bake::Target,
+    settings: &kiln_plan::cache::CacheSettings,
+    driver: kiln_plan::cache::Driver,
+    push: bool,
+) -> Vec<kiln_plan::cache::CachePolicy> {
+    use kiln_plan::cache::{CacheTarget, entry_pairs, policy};
+    let pairs = |v: &Option<Vec<kiln_bake::model::Entry>>| -> Vec<Vec<(String, String)>> {
+        v.iter().flatten().map(entry_pairs).collect()
+    };
+    let tags = t.tags.clone().unwrap_or_default();
+    let platforms = t.platforms.clone().unwrap_or_default();
+    let from = pairs(&t.cache_from);
+    let to = pairs(&t.cache_to);
+    let pushes = push
+        || t.output.iter().flatten().any(|e| {
+            e.get("type").and_then(|v| v.as_str()) == Some("registry")
+                || e.get("push").and_then(|v| v.as_str()) == Some("true")
+        });
+    policy(
+        &CacheTarget {
+            name: &t.name,
+            tags: &tags,
+            platforms: &platforms,
+            cache_from: &from,
+            cache_to: &to,
+            push: pushes,
+        },
+        settings,
+        driver,
+    )
+}
+
+/// What a buildx command hands each named context and dependency tag: the
+/// dependency's first tag pinned by the digest its build will push
+/// (`REPO@<digest of DEP>`: known only after that build).
+fn buildx_hand_over(
+    spec: &kiln_engine::BuildSpec,
+    planned: &Planned,
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let pinned = |dep: &str| {
+        let repo = planned
+            .targets
+            .get(dep)
+            .and_then(|t| t.tags.as_ref()?.first().cloned())
+            .map(|tag| {
+                let name = tag.split('@').next().unwrap_or(&tag).to_string();
+                let slash = name.rfind('/').map_or(0, |i| i + 1);
+                match name[slash..].rfind(':') {
+                    Some(i) => name[..slash + i].to_string(),
+                    None => name,
+                }
+            })
+            .unwrap_or_else(|| format!("kiln.local/{dep}"));
+        format!("{repo}@<digest of {dep}>")
+    };
+    for (ctx, src) in &spec.contexts {
+        match src {
+            kiln_engine::ContextSource::Target { name } => {
+                out.insert(ctx.clone(), pinned(name));
+            }
+            kiln_engine::ContextSource::Image {
+                producer: Some(p), ..
+            } => {
+                out.insert(ctx.clone(), pinned(p));
+            }
+            _ => {}
+        }
+    }
+    for d in &spec.deps {
+        if let Some(t) = planned.targets.get(d) {
+            for tag in t.tags.iter().flatten() {
+                out.entry(tag.clone()).or_insert_with(|| pinned(d));
+            }
+        }
+    }
+    out
+}
+
+/// Asks each registry whether the registry cache refs to import exist: a
+/// raw manifest request (`HEAD`), which finds cache-only manifests too.
+/// A ref whose registry cannot be asked stays unprobed.
+fn probe_cache_refs(plan: &mut kiln_plan::Plan) -> Result<(), CliError> {
+    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(10))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    let rt = super::build::runtime()?;
+    let mut seen: std::collections::HashMap<String, Option<bool>> = Default::default();
+    for t in &mut plan.targets {
+        for c in &mut t.cache {
+            for e in &mut c.from {
+                let Some(r) = e.reference().map(String::from) else {
+                    continue;
+                };
+                if e.kind() != "registry" {
+                    continue;
+                }
+                let found = seen.entry(r.clone()).or_insert_with(|| {
+                    use kiln_engine::registry::Resolution;
+                    match rt.block_on(registry.check(&r)) {
+                        Ok(Resolution::Found(_)) => Some(true),
+                        Ok(Resolution::Absent) => Some(false),
+                        Err(err) => {
+                            eprintln!("warning: cannot probe cache ref {r}: {err}");
+                            None
+                        }
+                    }
+                });
+                e.exists = *found;
+            }
+        }
+    }
+    Ok(())
 }
