@@ -17,8 +17,12 @@ pub enum StepState {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
-    /// A target started building with the named driver.
-    TargetStarted { target: String, driver: String },
+    /// A target started building with the named driver on the named node.
+    TargetStarted {
+        target: String,
+        driver: String,
+        node: String,
+    },
     /// A target's content key was computed (`key` is absent while an
     /// upstream's output is pending); `read_files`/`read_bytes` say how much
     /// file content was read (the rest came from the stat cache).

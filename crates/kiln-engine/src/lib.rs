@@ -19,6 +19,8 @@ pub mod hashing;
 pub mod inputs;
 pub mod keys;
 pub mod local;
+pub mod preflight;
+pub mod probe;
 pub mod registry;
 pub mod rewrite;
 pub mod run;

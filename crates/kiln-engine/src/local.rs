@@ -88,6 +88,16 @@ impl LocalEngine {
         })
     }
 
+    /// Whether the daemon still answers.
+    pub async fn answers(&self) -> bool {
+        self.docker.ping().await.is_ok()
+    }
+
+    /// The Engine API client (for drivers and probes in this crate).
+    pub(crate) fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
     /// Whether an image reference or id exists locally.
     pub async fn image_id(&self, reference: &str) -> Option<String> {
         self.docker
@@ -266,7 +276,9 @@ impl LocalEngine {
                 }
                 Err(e) => {
                     let msg = e.to_string();
-                    if is_connection_error(&msg) {
+                    // A daemon that died mid-build cuts the stream in many
+                    // ways; if it no longer answers, that is the cause.
+                    if is_connection_error(&msg) || self.docker.ping().await.is_err() {
                         return Err(EngineError::Unreachable {
                             endpoint: self.endpoint.host.clone(),
                             detail: msg,

@@ -45,6 +45,21 @@ pub struct RunOptions {
     pub store: Arc<dyn RecordStore>,
     /// File digests by stat, so an unchanged file is not read again.
     pub stat_cache: Arc<StatCache>,
+    /// The fleet (empty: the one engine `run` is given, `jobs` slots).
+    pub nodes: Vec<NodeSpec>,
+    /// Preferred node (index into `nodes`) per target, from the schedule.
+    pub placement: HashMap<String, usize>,
+    /// Memory per compile job when deriving a node's job count.
+    pub gb_per_job: f64,
+}
+
+/// One builder node of a fleet run.
+#[derive(Clone, Debug)]
+pub struct NodeSpec {
+    pub name: String,
+    pub endpoint: Endpoint,
+    /// Concurrent builds on the node.
+    pub slots: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -111,6 +126,16 @@ pub struct TargetResult {
     /// came from the stat cache).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hashed: Option<crate::hashing::HashStats>,
+    /// Compile jobs the node could afford when the run started (fleet runs:
+    /// free memory / GB per job); builds derive their own job count inside
+    /// the RUN step, so it never enters a key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<u32>,
+    /// What the build was handed for its named contexts and its
+    /// dependencies' tags: unique local references on the same node,
+    /// `repo@sha256:…` from another node.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub handed: BTreeMap<String, String>,
 }
 
 /// The run summary.
@@ -166,18 +191,37 @@ enum Outcome {
 }
 
 struct Done {
+    node: usize,
+    handed: BTreeMap<String, String>,
     index: usize,
     outcome: Result<Outcome, EngineError>,
     keyed: Option<Keyed>,
     duration_s: f64,
 }
 
+/// A connected node.
+struct Node {
+    name: String,
+    engine: LocalEngine,
+    /// One permit per concurrent BuildKit build.
+    slots: tokio::sync::Semaphore,
+    capacity: usize,
+    resolver: crate::keys::Resolver,
+    alive: std::sync::atomic::AtomicBool,
+    jobs: Option<u32>,
+}
+
+impl Node {
+    fn alive(&self) -> bool {
+        self.alive.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// What every target task shares.
 struct Shared {
-    engine: LocalEngine,
-    /// One permit per concurrent BuildKit build (`--jobs`).
-    build_slots: tokio::sync::Semaphore,
-    resolver: crate::keys::Resolver,
+    nodes: Vec<Node>,
+    /// Whether this is a fleet run (hand-over through the registry).
+    fleet: bool,
     specs: Vec<BuildSpec>,
     reporter: Arc<dyn Reporter>,
     opts: RunOptions,
@@ -221,21 +265,73 @@ pub async fn run(
     opts: RunOptions,
     reporter: Arc<dyn Reporter>,
 ) -> Result<RunSummary, EngineError> {
-    let engine = LocalEngine::connect(endpoint).await?;
-    check_specs(&engine, &specs)?;
+    let fleet = !opts.nodes.is_empty();
+    let node_specs = if fleet {
+        opts.nodes.clone()
+    } else {
+        vec![NodeSpec {
+            name: endpoint.host.clone(),
+            endpoint: endpoint.clone(),
+            slots: opts.jobs.max(1),
+        }]
+    };
+    let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
+    let mut nodes = Vec::new();
+    for ns in &node_specs {
+        match LocalEngine::connect(ns.endpoint.clone()).await {
+            Ok(engine) => {
+                let jobs = if fleet {
+                    crate::probe::probe(&engine, opts.gb_per_job)
+                        .await
+                        .ok()
+                        .map(|f| f.jobs)
+                } else {
+                    None
+                };
+                nodes.push(Node {
+                    name: ns.name.clone(),
+                    resolver: crate::keys::Resolver::new(Some(engine.clone()), registry.clone()),
+                    engine,
+                    slots: tokio::sync::Semaphore::new(ns.slots.max(1)),
+                    capacity: ns.slots.max(1),
+                    alive: std::sync::atomic::AtomicBool::new(true),
+                    jobs,
+                });
+            }
+            Err(e) if fleet => reporter.event(&Event::Warning {
+                target: String::new(),
+                message: format!("node {} does not answer and gets no work: {e}", ns.name),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    if nodes.is_empty() {
+        return Err(EngineError::Unreachable {
+            endpoint: node_specs
+                .iter()
+                .map(|n| n.endpoint.host.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+            detail: "no node of the fleet answers".into(),
+        });
+    }
+    check_specs(&nodes[0].engine, &specs)?;
     let index: HashMap<String, usize> = specs
         .iter()
         .enumerate()
         .map(|(i, s)| (s.name.clone(), i))
         .collect();
     let n = specs.len();
-    let jobs = opts.jobs.max(1);
     let fail_fast = opts.fail_fast;
-    let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
+    // Preferred nodes by name (a node that did not answer is not among them).
+    let placement: HashMap<String, String> = opts
+        .placement
+        .iter()
+        .filter_map(|(t, &k)| Some((t.clone(), node_specs.get(k)?.name.clone())))
+        .collect();
     let shared = Arc::new(Shared {
-        build_slots: tokio::sync::Semaphore::new(jobs),
-        engine: engine.clone(),
-        resolver: crate::keys::Resolver::new(Some(engine.clone()), registry),
+        nodes,
+        fleet,
         specs,
         reporter: reporter.clone(),
         opts,
@@ -245,7 +341,8 @@ pub async fn run(
     // Finished targets' output image ids (for keys) and unique references
     // (for the hand-over).
     let mut outputs: HashMap<String, String> = HashMap::new();
-    let mut refs: HashMap<String, String> = HashMap::new();
+    let mut produced: HashMap<String, Produced> = HashMap::new();
+    let mut queued: Vec<usize> = vec![0; shared.nodes.len()];
     let mut running: JoinSet<Done> = JoinSet::new();
     let mut started: Vec<bool> = vec![false; n];
     let mut stop = false;
@@ -274,7 +371,7 @@ pub async fn run(
                     image: None,
                     reason: Some(reason.clone()),
                 });
-                results[i] = Some(blocked(s, &engine, reason));
+                results[i] = Some(blocked(s, &shared.nodes[0].name, reason));
                 started[i] = true;
             }
         }
@@ -293,8 +390,12 @@ pub async fn run(
             if !ready {
                 continue;
             }
+            let Some(k) = choose(&shared, &placement, &s.name, &queued) else {
+                break;
+            };
             started[i] = true;
-            let hand_over = context_refs(s, specs, &refs);
+            queued[k] += 1;
+            let hand_over = context_refs(s, specs, &refs_on(&produced, k));
             let rebuilt: Vec<String> = s
                 .deps
                 .iter()
@@ -310,8 +411,10 @@ pub async fn run(
             let shared = shared.clone();
             running.spawn(async move {
                 let t0 = Instant::now();
-                let (outcome, keyed) = process(&shared, i, &outputs, &hand_over, &rebuilt).await;
+                let (outcome, keyed) = process(&shared, k, i, &outputs, &hand_over, &rebuilt).await;
                 Done {
+                    handed: hand_over.clone(),
+                    node: k,
                     index: i,
                     outcome,
                     keyed,
@@ -329,14 +432,51 @@ pub async fn run(
             Err(e) => return Err(EngineError::Build(format!("a build task failed: {e}"))),
         };
         let i = done.index;
+        let k = done.node;
+        queued[k] = queued[k].saturating_sub(1);
         let s = &specs[i];
+        // A node that stopped answering loses only this target: it goes
+        // back to the queue for another node; finished work is kept.
+        if let Err(EngineError::Unreachable { detail, .. }) = &done.outcome
+            && shared.fleet
+        {
+            shared.nodes[k]
+                .alive
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            let left: Vec<&str> = shared
+                .nodes
+                .iter()
+                .filter(|n| n.alive())
+                .map(|n| n.name.as_str())
+                .collect();
+            if left.is_empty() {
+                return Err(EngineError::Unreachable {
+                    endpoint: shared.nodes[k].engine.endpoint.host.clone(),
+                    detail: format!(
+                        "node {} stopped answering ({detail}) and no other node of the fleet is left for {}",
+                        shared.nodes[k].name, s.name
+                    ),
+                });
+            }
+            reporter.event(&Event::Warning {
+                target: s.name.clone(),
+                message: format!(
+                    "node {} stopped answering ({detail}); {} goes to another node ({})",
+                    shared.nodes[k].name,
+                    s.name,
+                    left.join(", ")
+                ),
+            });
+            started[i] = false;
+            continue;
+        }
         let duration_s = (done.duration_s * 1000.0).round() / 1000.0;
         let key = done.keyed.as_ref().and_then(|k| k.key.clone());
         let hashed = done.keyed.as_ref().map(|k| k.stats);
         let mut r = TargetResult {
             name: s.name.clone(),
             status: TargetStatus::Failed,
-            node: engine.endpoint.host.clone(),
+            node: shared.nodes[k].name.clone(),
             image: None,
             digest: None,
             key,
@@ -349,6 +489,8 @@ pub async fn run(
             log_tail: Vec::new(),
             pushed: Vec::new(),
             hashed,
+            jobs: shared.nodes[k].jobs,
+            handed: done.handed,
         };
         let pushed_refs = |p: Vec<(String, String)>| -> Vec<String> {
             p.into_iter().map(|(r, d)| format!("{r}@{d}")).collect()
@@ -357,7 +499,14 @@ pub async fn run(
             Ok(Outcome::Built(built, pushed)) => {
                 let image = local_ref(&s.name, &built.image_id);
                 outputs.insert(s.name.clone(), built.image_id.clone());
-                refs.insert(s.name.clone(), image.clone());
+                produced.insert(
+                    s.name.clone(),
+                    Produced {
+                        node: k,
+                        local: image.clone(),
+                        remote: pushed.first().map(|(r, d)| by_digest(r, d)),
+                    },
+                );
                 r.status = TargetStatus::Built;
                 r.image = Some(image);
                 r.digest = pushed.first().map(|(_, d)| d.clone());
@@ -372,7 +521,18 @@ pub async fn run(
             }) => {
                 let image = local_ref(&s.name, &image_id);
                 outputs.insert(s.name.clone(), image_id);
-                refs.insert(s.name.clone(), image.clone());
+                let remote = pushed.first().map(|(r, d)| by_digest(r, d)).or_else(|| {
+                    let d = digest.as_ref()?;
+                    s.tags.first().map(|t| by_digest(t, d))
+                });
+                produced.insert(
+                    s.name.clone(),
+                    Produced {
+                        node: k,
+                        local: image.clone(),
+                        remote,
+                    },
+                );
                 r.status = TargetStatus::Skipped;
                 r.image = Some(image);
                 r.digest = pushed.first().map(|(_, d)| d.clone()).or(digest);
@@ -405,16 +565,18 @@ pub async fn run(
     let targets = specs
         .iter()
         .zip(results)
-        .map(|(s, r)| r.unwrap_or_else(|| blocked(s, &engine, "stopped by --fail-fast".into())))
+        .map(|(s, r)| {
+            r.unwrap_or_else(|| blocked(s, &shared.nodes[0].name, "stopped by --fail-fast".into()))
+        })
         .collect();
     Ok(RunSummary { targets })
 }
 
-fn blocked(s: &BuildSpec, engine: &LocalEngine, reason: String) -> TargetResult {
+fn blocked(s: &BuildSpec, node: &str, reason: String) -> TargetResult {
     TargetResult {
         name: s.name.clone(),
         status: TargetStatus::Blocked,
-        node: engine.endpoint.host.clone(),
+        node: node.to_string(),
         image: None,
         digest: None,
         key: None,
@@ -427,7 +589,70 @@ fn blocked(s: &BuildSpec, engine: &LocalEngine, reason: String) -> TargetResult 
         log_tail: Vec::new(),
         pushed: Vec::new(),
         hashed: None,
+        jobs: None,
+        handed: BTreeMap::new(),
     }
+}
+
+/// Where a finished target's image is: the node that has it locally and,
+/// when pushed, its registry reference by digest.
+struct Produced {
+    node: usize,
+    local: String,
+    remote: Option<String>,
+}
+
+/// `repo:tag` pushed as `digest` → `repo@digest` (immutable).
+fn by_digest(reference: &str, digest: &str) -> String {
+    let name = reference.split('@').next().unwrap_or(reference);
+    let slash = name.rfind('/').map_or(0, |i| i + 1);
+    let repo = match name[slash..].rfind(':') {
+        Some(i) => &name[..slash + i],
+        None => name,
+    };
+    format!("{repo}@{digest}")
+}
+
+/// The references dependents on node `k` use: the unique local tag when
+/// the image was made on `k`, else its registry digest (a fleet run pushes
+/// everything), never a tag that could move.
+fn refs_on(produced: &HashMap<String, Produced>, k: usize) -> HashMap<String, String> {
+    produced
+        .iter()
+        .filter_map(|(t, p)| {
+            let r = if p.node == k {
+                p.local.clone()
+            } else {
+                p.remote.clone()?
+            };
+            Some((t.clone(), r))
+        })
+        .collect()
+}
+
+/// The node a ready target goes to: its placement when that node is alive,
+/// else the live node with the most free slots (queued work counted),
+/// lowest index first. `None` when no node is alive.
+fn choose(
+    sh: &Shared,
+    placement: &HashMap<String, String>,
+    target: &str,
+    queued: &[usize],
+) -> Option<usize> {
+    if let Some(name) = placement.get(target)
+        && let Some(k) = sh.nodes.iter().position(|n| &n.name == name && n.alive())
+    {
+        return Some(k);
+    }
+    sh.nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.alive())
+        .max_by(|(a, na), (b, nb)| {
+            let free = |k: usize, n: &Node| n.capacity as i64 - queued[k] as i64;
+            free(*a, na).cmp(&free(*b, nb)).then(b.cmp(a))
+        })
+        .map(|(k, _)| k)
 }
 
 /// Runs a store call off the async threads (a store may block on I/O).
@@ -445,14 +670,16 @@ async fn store_call<T: Send + 'static>(
 /// One target: key, lookup, then skip or build, then record.
 async fn process(
     sh: &Shared,
+    k: usize,
     i: usize,
     outputs: &HashMap<String, String>,
     hand_over: &BTreeMap<String, String>,
     rebuilt: &[String],
 ) -> (Result<Outcome, EngineError>, Option<Keyed>) {
     let spec = &sh.specs[i];
+    let node = &sh.nodes[k];
     let keyed = match key_on(
-        &sh.resolver,
+        &node.resolver,
         spec,
         &sh.specs,
         outputs,
@@ -470,12 +697,13 @@ async fn process(
         read_files: keyed.stats.read_files,
         read_bytes: keyed.stats.read_bytes,
     });
-    let outcome = decide_and_build(sh, spec, &keyed, hand_over, rebuilt).await;
+    let outcome = decide_and_build(sh, node, spec, &keyed, hand_over, rebuilt).await;
     (outcome, Some(keyed))
 }
 
 async fn decide_and_build(
     sh: &Shared,
+    node: &Node,
     spec: &BuildSpec,
     keyed: &Keyed,
     hand_over: &BTreeMap<String, String>,
@@ -503,16 +731,17 @@ async fn decide_and_build(
                 // The unique reference answers for the image in one request
                 // when it is still there (the usual case); else the id.
                 let unique = local_ref(&spec.name, &rec.image_id);
-                let unique_ok = sh.engine.image_id(&unique).await.as_deref() == Some(&rec.image_id);
+                let unique_ok =
+                    node.engine.image_id(&unique).await.as_deref() == Some(&rec.image_id);
                 if unique_ok
-                    || sh.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id)
+                    || node.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id)
                 {
-                    return adopt(sh, spec, rec, inputs, rebuilt, unique_ok, None).await;
+                    return adopt(sh, node, spec, rec, inputs, rebuilt, unique_ok, None).await;
                 }
                 // Pushed when it was built and still in the registry: pull
                 // it by digest instead of building it again.
-                if let Some(pulled) = pull_recorded(sh, &rec).await {
-                    return adopt(sh, spec, rec, inputs, rebuilt, false, Some(pulled)).await;
+                if let Some(pulled) = pull_recorded(node, &rec).await {
+                    return adopt(sh, node, spec, rec, inputs, rebuilt, false, Some(pulled)).await;
                 }
                 warn(format!(
                     "the record for {key} names image {}, which the engine no longer has; rebuilding",
@@ -529,14 +758,15 @@ async fn decide_and_build(
             Lookup::Miss => {}
         }
     }
-    let _slot = sh
-        .build_slots
+    let _slot = node
+        .slots
         .acquire()
         .await
         .map_err(|e| EngineError::Build(format!("build slots closed: {e}")))?;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),
         driver: driver_name(spec).into(),
+        node: node.name.clone(),
     });
     let t0 = Instant::now();
     // Registry-resolved base images are built from the digest the key names.
@@ -547,7 +777,7 @@ async fn decide_and_build(
             .or_insert_with(|| pin.clone());
     }
     let outcome = build_one(
-        &sh.engine,
+        &node.engine,
         spec,
         &hand_over,
         &sh.opts.run_id,
@@ -569,7 +799,7 @@ async fn decide_and_build(
             tags: spec.tags.clone(),
             platform: Some(keyed.manifest.platform.clone()),
             built_at: now_rfc3339(),
-            node: sh.engine.endpoint.host.clone(),
+            node: node.name.clone(),
             duration_s: (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
             steps_total: built.steps.total as u64,
             steps_cached: built.steps.cached as u64,
@@ -587,8 +817,13 @@ async fn decide_and_build(
 /// A hit whose image the engine holds: no build. Restores the unique
 /// reference and any requested tag that no longer points at the image,
 /// pushes when asked, and refreshes the target's latest-record pointer.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site, each argument distinct"
+)]
 async fn adopt(
     sh: &Shared,
+    node: &Node,
     spec: &BuildSpec,
     rec: Record,
     inputs: serde_json::Value,
@@ -601,8 +836,8 @@ async fn adopt(
     let mut retagged = Vec::new();
     let to_check = (!unique_ok).then_some(&unique);
     for t in to_check.into_iter().chain(spec.tags.iter()) {
-        if sh.engine.image_id(t).await.as_deref() != Some(id.as_str()) {
-            sh.engine.tag(&id, t).await?;
+        if node.engine.image_id(t).await.as_deref() != Some(id.as_str()) {
+            node.engine.tag(&id, t).await?;
             if t != &unique {
                 retagged.push(t.clone());
             }
@@ -611,7 +846,7 @@ async fn adopt(
     let mut pushed = Vec::new();
     if spec.push {
         for t in &spec.tags {
-            let digest = sh.engine.push(t).await?;
+            let digest = node.engine.push(t).await?;
             sh.reporter.event(&Event::Pushed {
                 target: spec.name.clone(),
                 reference: t.clone(),
@@ -647,10 +882,10 @@ async fn adopt(
 /// A recorded image the engine lacks but a registry still holds (it was
 /// pushed when built): pulled by digest. Returns the reference pulled, once
 /// the engine holds the recorded image id.
-async fn pull_recorded(sh: &Shared, rec: &Record) -> Option<String> {
-    let reference = crate::keys::in_registry(&sh.resolver, rec).await?;
-    (sh.engine.pull(&reference).await.is_ok()
-        && sh.engine.image_id(&rec.image_id).await.as_deref() == Some(rec.image_id.as_str()))
+async fn pull_recorded(node: &Node, rec: &Record) -> Option<String> {
+    let reference = crate::keys::in_registry(&node.resolver, rec).await?;
+    (node.engine.pull(&reference).await.is_ok()
+        && node.engine.image_id(&rec.image_id).await.as_deref() == Some(rec.image_id.as_str()))
     .then_some(reference)
 }
 
@@ -750,6 +985,17 @@ async fn build_one(
     };
     let built = match outcome {
         Ok(b) => b,
+        // The daemon died under the build (the docker CLI driver only
+        // sees its client fail): the node is gone, not the build.
+        Err(f) if !engine.answers().await => {
+            return Err(EngineError::Unreachable {
+                endpoint: engine.endpoint.host.clone(),
+                detail: format!(
+                    "the engine stopped answering during the build ({})",
+                    f.message
+                ),
+            });
+        }
         Err(mut f) => {
             f.message = explain_failure(spec, &f.message);
             return Ok(Err(f));

@@ -21,6 +21,7 @@ pub mod key;
 pub mod plan;
 mod reference;
 mod render;
+pub mod schedule;
 mod target;
 
 pub use error::GraphError;

@@ -23,6 +23,112 @@ pub enum Command {
     Build(BuildArgs),
     /// Say what changed in a target's inputs since its last recorded build.
     Why(WhyArgs),
+    /// Find cache and hygiene defects in bake files, Dockerfiles and CI workflows.
+    Lint(LintArgs),
+    /// Read a BuildKit progress log and say whether the cache worked.
+    Diagnose(DiagnoseArgs),
+    /// Schedule the plan over a fleet of builder nodes (or simulate it).
+    Schedule(ScheduleArgs),
+    /// Check that every image the run needs and does not build exists.
+    Preflight(PreflightArgs),
+    /// Probe the nodes of a fleet: free memory, idle cores, score, jobs.
+    Fleet(FleetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// The fleet file (TOML: `[[node]]` entries).
+    #[arg(long, value_name = "FILE")]
+    pub fleet: String,
+    /// Memory per compile job when deriving a node's job count.
+    #[arg(long, value_name = "GB", default_value_t = 2.0)]
+    pub gb_per_job: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Targets or groups (default: `default`).
+    #[arg(value_name = "TARGET|GROUP")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The fleet file (TOML: `[[node]]` entries).
+    #[arg(long, value_name = "FILE")]
+    pub fleet: String,
+    /// Per-target costs (TOML: `[target.NAME] work_s, output_mb, min_memory_gb`).
+    #[arg(long, value_name = "FILE")]
+    pub costs: Option<String>,
+    /// Use only the files: no engine, registry or record store is asked
+    /// (nothing counts as already built).
+    #[arg(long)]
+    pub simulate: bool,
+    /// The scheduling policy.
+    #[arg(long, value_enum, default_value_t = SchedulePolicy::Kiln)]
+    pub policy: SchedulePolicy,
+    /// Output format (text draws a Gantt chart per node).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Also write the Gantt chart as SVG to this file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<String>,
+    /// Targets or groups to schedule (default: `default`).
+    #[arg(value_name = "TARGET|GROUP")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedulePolicy {
+    /// Critical-path-first list scheduling, earliest finish with transfers.
+    Kiln,
+    /// The baseline: longest eligible target to the node that finishes it soonest.
+    Greedy,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Files or directories to check (default: the current directory).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+    pub format: LintFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LintFormat {
+    Text,
+    Json,
+    Sarif,
+}
+
+#[derive(Debug, Args)]
+pub struct DiagnoseArgs {
+    /// The log (BuildKit plain progress or buildx rawjson); `-` or nothing reads stdin.
+    #[arg(value_name = "LOG")]
+    pub log: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// kiln's recorded input manifest(s) for the build (JSON), to tell
+    /// legitimate rebuilds from cache failures.
+    #[arg(long, value_name = "FILE")]
+    pub inputs: Option<String>,
 }
 
 /// How kiln names layer-cache refs.
@@ -155,6 +261,16 @@ pub struct BuildArgs {
     /// Build even targets whose key is recorded, and overwrite their records.
     #[arg(long)]
     pub force: bool,
+    /// Spread the build over the nodes of this fleet file (every target is
+    /// pushed and handed over through the registry by digest).
+    #[arg(long, value_name = "FILE")]
+    pub fleet: Option<String>,
+    /// Per-target costs for placing targets on fleet nodes.
+    #[arg(long, value_name = "FILE", requires = "fleet")]
+    pub costs: Option<String>,
+    /// Memory per compile job when deriving a fleet node's job count.
+    #[arg(long, value_name = "GB", default_value_t = 2.0)]
+    pub gb_per_job: f64,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]

@@ -79,6 +79,9 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 store,
                 cache: settings::cache_settings(&a.cache),
                 force: a.force,
+                fleet: a.fleet,
+                costs: a.costs,
+                gb_per_job: a.gb_per_job,
                 targets: a.targets,
                 jobs: a.jobs,
                 fail_fast: a.fail_fast,
@@ -98,6 +101,59 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 target: a.target,
             };
             commands::why::run(s, out)
+        }
+        Command::Lint(a) => {
+            let s = commands::lint::LintSettings {
+                paths: a.paths,
+                format: a.format,
+            };
+            commands::lint::run(s, out)
+        }
+        Command::Diagnose(a) => {
+            let s = commands::diagnose::DiagnoseSettings {
+                log: a.log.filter(|l| l != "-"),
+                format: a.format,
+                inputs: a.inputs,
+            };
+            commands::diagnose::run(s, out)
+        }
+        Command::Schedule(a) => {
+            let bake = BakeSettings::resolve(&a.bake)?;
+            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let s = commands::schedule::ScheduleSettings {
+                bake,
+                store,
+                fleet: a.fleet,
+                costs: a.costs,
+                simulate: a.simulate,
+                policy: a.policy,
+                format: a.format,
+                svg: a.svg,
+                targets: a.targets,
+            };
+            commands::schedule::run(s, out)
+        }
+        Command::Preflight(a) => {
+            let bake = BakeSettings::resolve(&a.bake)?;
+            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let s = commands::preflight::PreflightSettings {
+                bake,
+                store,
+                format: a.format,
+                targets: a.targets,
+            };
+            commands::preflight::run(s, out)
+        }
+        Command::Fleet(a) => {
+            let cwd = std::env::current_dir()
+                .map_err(|e| CliError::env(format!("cannot read the current directory: {e}")))?;
+            let s = commands::fleet::FleetSettings {
+                fleet: a.fleet,
+                format: a.format,
+                gb_per_job: a.gb_per_job,
+                cwd,
+            };
+            commands::fleet::run(s, out)
         }
     }
 }

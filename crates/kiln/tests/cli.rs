@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod common;
+
 static N: AtomicUsize = AtomicUsize::new(0);
 
 /// A fresh temporary workspace with the given files.
@@ -24,14 +26,9 @@ fn workspace(files: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
+/// Runs `kiln` in `dir` with a cleared environment.
 fn kiln(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .output()
-        .expect("run kiln")
+    common::kiln_clean(dir, args)
 }
 
 fn stdout(o: &Output) -> String {

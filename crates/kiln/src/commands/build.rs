@@ -26,6 +26,79 @@ pub struct BuildSettings {
     pub force: bool,
     pub store: StoreSettings,
     pub cache: kiln_plan::cache::CacheSettings,
+    pub fleet: Option<String>,
+    pub costs: Option<String>,
+    pub gb_per_job: f64,
+}
+
+/// Reads a TOML input file of the fleet feature.
+fn read_input(path: &str, what: &str) -> Result<String, CliError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read the {what} {path}: {e}")))
+}
+
+/// The nodes of a fleet run and where the schedule places each target
+/// (kiln's policy over the costs file; docs/scheduling.md).
+fn fleet_plan(
+    s: &BuildSettings,
+    fleet_path: &str,
+    specs: &[BuildSpec],
+) -> Result<
+    (
+        Vec<kiln_engine::run::NodeSpec>,
+        std::collections::HashMap<String, usize>,
+    ),
+    CliError,
+> {
+    use kiln_plan::schedule::{CostsFile, DEFAULT_COST, Fleet, Job, Policy, Problem, schedule};
+    let fleet = Fleet::parse(fleet_path, &read_input(fleet_path, "fleet file")?)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let costs = match &s.costs {
+        Some(p) => CostsFile::parse(p, &read_input(p, "costs file")?)
+            .map_err(|e| CliError::usage(e.to_string()))?,
+        None => CostsFile::default(),
+    };
+    let mut nodes = Vec::new();
+    for n in &fleet.nodes {
+        let Some(endpoint) = crate::commands::fleet::endpoint(&n.endpoint, &s.bake.cwd) else {
+            return Err(CliError::usage(format!(
+                "node {}: endpoint {} is a buildx builder; kiln runs fleet builds on Docker engines (unix:// or tcp://) so far",
+                n.name, n.endpoint
+            )));
+        };
+        nodes.push(kiln_engine::run::NodeSpec {
+            name: n.name.clone(),
+            endpoint,
+            slots: n.slots as usize,
+        });
+    }
+    let index: std::collections::HashMap<&str, usize> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, sp)| (sp.name.as_str(), i))
+        .collect();
+    let jobs = specs
+        .iter()
+        .map(|sp| Job {
+            name: sp.name.clone(),
+            deps: sp
+                .deps
+                .iter()
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect(),
+            cost: costs.get(&sp.name).copied().unwrap_or(DEFAULT_COST),
+            published: false,
+        })
+        .collect();
+    let problem =
+        Problem::new(jobs, fleet.nodes.clone()).map_err(|e| CliError::usage(e.to_string()))?;
+    let plan = schedule(&problem, Policy::Kiln);
+    let placement = plan
+        .assignments
+        .iter()
+        .map(|a| (specs[a.job].name.clone(), a.node))
+        .collect();
+    Ok((nodes, placement))
 }
 
 fn abs(cwd: &Path, p: &str) -> PathBuf {
@@ -227,7 +300,11 @@ struct PlainReporter {
 impl Reporter for PlainReporter {
     fn event(&self, e: &Event) {
         let line = match e {
-            Event::TargetStarted { target, driver } => format!("[{target}] building ({driver})"),
+            Event::TargetStarted {
+                target,
+                driver,
+                node,
+            } => format!("[{target}] building ({driver}) on {node}"),
             Event::Key {
                 target,
                 key,
@@ -448,7 +525,19 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = super::load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
-    let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push)?;
+    let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
+    if s.fleet.is_some()
+        && let Some(untagged) = specs.iter().find(|sp| sp.tags.is_empty())
+    {
+        return Err(CliError::usage(format!(
+            "target {}: a fleet run hands every target to the next through the registry by digest, so each needs a tag to push",
+            untagged.name
+        ))
+        .with_hint(format!(
+            "give it one, e.g. --set {}.tags=REGISTRY/{}:dev",
+            untagged.name, untagged.name
+        )));
+    }
     let mut notices = std::collections::BTreeSet::new();
     for spec in &mut specs {
         let n = apply_local_cache(spec, &planned, &s.cache);
@@ -459,6 +548,24 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     for n in &notices {
         eprintln!("note: {n}");
     }
+    // Preflight: nothing starts while an input the run cannot build is
+    // missing. (Without an engine the run itself reports it unreachable.)
+    // A fleet run checks against its first node (base images are
+    // expected on every node or in a registry).
+    let mut pre_store = s.store.clone();
+    if let Some(f) = &s.fleet
+        && let Ok(text) = std::fs::read_to_string(f)
+        && let Ok(fl) = kiln_plan::schedule::Fleet::parse(f, &text)
+        && let Some(ep) = fl
+            .nodes
+            .first()
+            .and_then(|n| crate::commands::fleet::endpoint(&n.endpoint, &s.bake.cwd))
+    {
+        pre_store.endpoint = ep;
+    }
+    super::preflight::verdict(&super::preflight::check(
+        &planned, &specs, &pre_store, true,
+    )?)?;
     let (store, stat_cache) = open_store(&s.store)?;
     let reporter: Arc<dyn Reporter> = match s.progress {
         Progress::Json => Arc::new(JsonReporter {
@@ -485,7 +592,14 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
+    let (nodes, placement) = match &s.fleet {
+        Some(f) => fleet_plan(&s, f, &specs)?,
+        None => Default::default(),
+    };
     let opts = RunOptions {
+        nodes,
+        placement,
+        gb_per_job: s.gb_per_job,
         jobs: s.jobs,
         fail_fast: s.fail_fast,
         run_id,
@@ -534,16 +648,36 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 .max()
                 .unwrap_or(6)
                 .max(6);
+            // The node column only when more than one node worked.
+            let nodes: std::collections::BTreeSet<&str> =
+                summary.targets.iter().map(|t| t.node.as_str()).collect();
+            let nw = if nodes.len() > 1 {
+                nodes.iter().map(|n| n.len()).max().unwrap_or(4).max(4) + 2
+            } else {
+                0
+            };
+            let node_col = |n: &str| {
+                if nw == 0 {
+                    String::new()
+                } else {
+                    format!("{n:<w$}", w = nw)
+                }
+            };
             let mut t = format!(
-                "{:<w$}  {:<7}  {:>7}  {:>6}  IMAGE / REASON\n",
-                "TARGET", "STATUS", "TIME", "CACHED"
+                "{:<w$}  {:<7}  {}{:>7}  {:>6}  IMAGE / REASON\n",
+                "TARGET",
+                "STATUS",
+                node_col("NODE"),
+                "TIME",
+                "CACHED"
             );
             for r in &summary.targets {
                 let status = r.status.as_str();
                 t.push_str(&format!(
-                    "{:<w$}  {:<7}  {:>6.1}s  {:>6}  {}\n",
+                    "{:<w$}  {:<7}  {}{:>6.1}s  {:>6}  {}\n",
                     r.name,
                     status,
+                    node_col(&r.node),
                     r.duration_s,
                     format!("{}/{}", r.steps.cached, r.steps.total),
                     image_and_reason(r.image.as_deref(), r.reason.as_deref())

@@ -1,8 +1,13 @@
 //! One module per subcommand.
 
 pub mod build;
+pub mod diagnose;
+pub mod fleet;
+pub mod lint;
 pub mod plan;
+pub mod preflight;
 pub mod print;
+pub mod schedule;
 pub mod why;
 
 use kiln_bake::{Bake, Resolved};

@@ -32,6 +32,18 @@ pub fn kiln_json(bin: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::
     serde_json::from_slice(&o.stdout).expect("JSON on stdout")
 }
 
+/// Runs the real `kiln` in `dir` with a cleared environment (only `PATH`),
+/// so nothing from the caller's shell leaks into snapshots.
+pub fn kiln_clean(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .expect("run kiln")
+}
+
 /// The seed's 27 edges (`stacks/rocm/edges.txt`), dependency first.
 pub fn seed_edges() -> BTreeSet<(String, String)> {
     std::fs::read_to_string(root().join("stacks/rocm/edges.txt"))

@@ -1,0 +1,224 @@
+//! The reports of the fixture logs (tests/fixtures/README.md says where
+//! each comes from): real plain logs from this repository's engine, a
+//! CI-style plain log with runner timestamps, and rawjson logs written in
+//! the format buildx emits.
+
+use kiln_diagnose::contract::{
+    ExportKind, ImportCause, LogFormat, Outcome, Report, TransferOutcome, Verdict,
+};
+
+fn report(name: &str) -> Report {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    kiln_diagnose::diagnose(&kiln_diagnose::parse(&bytes), None).expect("BuildKit progress")
+}
+
+/// `(name, total, cached)` of every stage, in report order.
+fn stages(r: &Report) -> Vec<(&str, u64, u64)> {
+    r.stages
+        .iter()
+        .map(|s| (s.name.as_str(), s.total, s.cached))
+        .collect()
+}
+
+#[test]
+fn cold_build_rebuilds_everything_without_import() {
+    let r = report("plain-cold.log");
+    assert_eq!(r.input.format, LogFormat::Plain);
+    assert_eq!(r.outcome, Outcome::Succeeded);
+    assert_eq!((r.steps.total, r.steps.cached, r.steps.rebuilt), (7, 0, 7));
+    assert_eq!(
+        stages(&r),
+        [("base", 2, 0), ("build", 3, 0), ("stage-2", 2, 0)]
+    );
+    assert!(r.imports.is_empty() && r.exports.is_empty());
+    assert_eq!(r.verdict, Verdict::NoCacheImport);
+    assert_eq!(r.findings, [Verdict::NoCacheImport, Verdict::NoCacheExport]);
+    assert_eq!(
+        r.longest[0].step,
+        "RUN echo build-1796020073025015797 > /build.txt && sleep 1"
+    );
+    assert_eq!(r.longest[0].time_s, 1.1);
+    assert_eq!(r.time_s, 1.7);
+}
+
+#[test]
+fn warm_build_is_all_cached_but_exports_nothing() {
+    let r = report("plain-warm.log");
+    assert_eq!((r.steps.total, r.steps.cached), (7, 7));
+    assert_eq!(
+        stages(&r),
+        [("base", 2, 2), ("build", 3, 3), ("stage-2", 2, 2)]
+    );
+    assert_eq!(r.verdict, Verdict::NoCacheExport);
+    assert!(r.longest.is_empty());
+}
+
+#[test]
+fn missing_cache_from_ref_is_an_import_failure() {
+    let r = report("plain-missing-cache-from.log");
+    assert_eq!((r.steps.total, r.steps.cached), (7, 6));
+    assert_eq!(r.imports.len(), 1);
+    let i = &r.imports[0];
+    assert_eq!(i.reference, "127.0.0.1:5000/dx-missing/nothere:none");
+    assert_eq!(i.outcome, TransferOutcome::Error);
+    assert_eq!(i.cause, Some(ImportCause::NotFound));
+    assert_eq!(r.verdict, Verdict::ImportFailed);
+    // The recap block after the build is not progress, and not an import.
+    assert_eq!(r.input.unrecognized, 3);
+    // `#3` is printed twice with the same name: one vertex.
+    assert_eq!(r.outcome, Outcome::Succeeded);
+}
+
+#[test]
+fn inline_cache_export_and_import() {
+    let r = report("plain-inline-export.log");
+    assert_eq!(r.exports.len(), 1);
+    assert_eq!(r.exports[0].name, "exporting cache");
+    assert_eq!(r.exports[0].kind, ExportKind::Unspecified);
+    assert_eq!(r.exports[0].outcome, TransferOutcome::Ok);
+    assert_eq!((r.steps.total, r.steps.cached), (7, 6));
+    assert_eq!(r.verdict, Verdict::NoCacheImport);
+    assert_eq!(r.findings, [Verdict::NoCacheImport]);
+
+    let r = report("plain-inline-import.log");
+    assert_eq!(r.imports.len(), 1);
+    assert_eq!(r.imports[0].reference, "127.0.0.1:5000/dx/inline:t1");
+    assert_eq!(r.imports[0].outcome, TransferOutcome::Ok);
+    assert_eq!((r.steps.total, r.steps.cached), (7, 7));
+    assert_eq!(r.verdict, Verdict::Healthy);
+    assert!(r.findings.is_empty() && r.hint.is_none());
+}
+
+#[test]
+fn failed_build() {
+    let r = report("plain-failed.log");
+    assert_eq!(r.outcome, Outcome::Failed);
+    assert_eq!((r.steps.total, r.steps.failed), (5, 1));
+    assert_eq!(
+        stages(&r),
+        [("right", 1, 0), ("left", 1, 0), ("stage-2", 3, 0)]
+    );
+    // No export is expected from a failed build.
+    assert_eq!(r.findings, [Verdict::NoCacheImport]);
+}
+
+#[test]
+fn ci_log_with_runner_timestamps_and_interleaving() {
+    let r = report("plain-seed000.log");
+    assert_eq!(r.input.builds, 1);
+    assert_eq!(r.input.unrecognized, 0);
+    assert_eq!(r.outcome, Outcome::Succeeded);
+    assert_eq!((r.steps.total, r.steps.cached), (14, 0));
+    assert_eq!(
+        stages(&r),
+        [
+            ("base_os", 2, 0),
+            ("build_python", 1, 0),
+            ("setup_therock", 2, 0),
+            ("build_rocm", 1, 0),
+            ("ffmpeg_builder", 1, 0),
+            ("base", 2, 0),
+            ("build_torch_stack", 2, 0),
+            ("core", 3, 0),
+        ]
+    );
+    // Interrupted (`#11 ...`) and resumed, the step keeps its one DONE time.
+    assert_eq!(r.longest[0].stage, "build_rocm");
+    assert_eq!(r.longest[0].time_s, 12848.5);
+    assert_eq!(r.longest.len(), 5);
+    // Seed 000's run: nothing imported, nothing cached, nothing exported.
+    assert_eq!(r.verdict, Verdict::NoCacheImport);
+    assert_eq!(r.findings, [Verdict::NoCacheImport, Verdict::NoCacheExport]);
+}
+
+#[test]
+fn rawjson_registry_cache() {
+    let r = report("rawjson-registry.jsonl");
+    assert_eq!(r.input.format, LogFormat::Rawjson);
+    assert_eq!(r.outcome, Outcome::Succeeded);
+    assert_eq!((r.steps.total, r.steps.cached), (4, 1));
+    assert_eq!(stages(&r), [("build", 3, 1), ("stage-1", 1, 0)]);
+    assert_eq!(r.imports[0].outcome, TransferOutcome::Ok);
+    assert_eq!(r.imports[0].time_s, 0.45);
+    let e = &r.exports[0];
+    assert_eq!(
+        (e.kind, e.outcome, e.layers, e.time_s),
+        (ExportKind::Registry, TransferOutcome::Ok, 3, 4.0)
+    );
+    assert_eq!(r.longest[0].step, "RUN make -C /src");
+    assert_eq!(r.longest[0].time_s, 42.5);
+    assert_eq!(r.verdict, Verdict::Healthy);
+}
+
+#[test]
+fn rawjson_missing_ref() {
+    let r = report("rawjson-missing-ref.jsonl");
+    assert_eq!((r.steps.total, r.steps.cached), (4, 0));
+    let i = &r.imports[0];
+    assert_eq!(i.outcome, TransferOutcome::Error);
+    assert_eq!(i.cause, Some(ImportCause::NotFound));
+    assert!(
+        i.error
+            .as_deref()
+            .unwrap()
+            .starts_with("failed to configure registry cache importer")
+    );
+    assert_eq!(r.verdict, Verdict::ImportFailed);
+    assert_eq!(r.findings, [Verdict::ImportFailed]);
+}
+
+#[test]
+fn rawjson_truncated_mid_line() {
+    let r = report("rawjson-truncated.jsonl");
+    assert_eq!(r.outcome, Outcome::Incomplete);
+    assert_eq!(r.input.unrecognized, 1, "the cut line");
+    assert_eq!((r.steps.total, r.steps.cached), (4, 1));
+    // An unfinished build is not blamed for exporting nothing.
+    assert!(!r.findings.contains(&Verdict::NoCacheExport));
+}
+
+#[test]
+fn not_buildkit_output() {
+    let t = kiln_diagnose::parse(
+        b"Sending build context to Docker daemon  2.048kB\nStep 1/2 : FROM x\n",
+    );
+    let e = kiln_diagnose::diagnose(&t, None).unwrap_err();
+    assert!(e.to_string().contains("no BuildKit progress"), "{e}");
+    assert!(kiln_diagnose::diagnose(&kiln_diagnose::parse(b""), None).is_err());
+}
+
+#[test]
+fn several_builds_in_one_log_are_summed() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut log = std::fs::read(dir.join("plain-cold.log")).unwrap();
+    log.extend(std::fs::read(dir.join("plain-warm.log")).unwrap());
+    let r = kiln_diagnose::diagnose(&kiln_diagnose::parse(&log), None).unwrap();
+    assert_eq!(r.input.builds, 2);
+    assert_eq!((r.steps.total, r.steps.cached), (14, 7));
+    assert_eq!(
+        stages(&r),
+        [("base", 4, 2), ("build", 6, 3), ("stage-2", 4, 2)]
+    );
+}
+
+#[test]
+fn json_contract_field_names() {
+    let r = report("rawjson-missing-ref.jsonl");
+    let v = serde_json::to_value(&r).unwrap();
+    for k in [
+        "steps", "imports", "exports", "stages", "verdict", "longest", "why", "hint",
+    ] {
+        assert!(v.get(k).is_some(), "{k} missing");
+    }
+    assert_eq!(v["steps"]["total"], 4);
+    assert_eq!(v["steps"]["cached"], 0);
+    assert_eq!(v["stages"][0]["name"], "build");
+    assert_eq!(v["imports"][0]["ref"], "registry.example/app:buildcache");
+    assert_eq!(v["imports"][0]["cause"], "not-found");
+    assert_eq!(v["exports"][0]["kind"], "registry");
+    assert_eq!(v["verdict"], "import-failed");
+    assert!(v.get("rebuilds").is_none(), "only with --inputs");
+}

@@ -1,0 +1,499 @@
+//! The schedule model (docs/scheduling.md): what a target costs on a node, when it may
+//! start, what occupies a slot — and [`validate`], which checks any schedule against it.
+//! The policies and a real run's recorded timings are checked by the same function.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+
+use super::input::{Cost, Node};
+use super::order::Time;
+
+/// One target to schedule.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Job {
+    pub name: String,
+    /// Indices of the targets it needs (into [`Problem::jobs`]).
+    pub deps: Vec<usize>,
+    pub cost: Cost,
+    /// Already built and published for its key: it costs nothing, occupies no node and
+    /// is available in the registry from time 0.
+    pub published: bool,
+}
+
+/// Targets and the fleet, checked: dependencies acyclic and in range, costs finite and
+/// not negative, every target that must be built eligible on some node.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    jobs: Vec<Job>,
+    nodes: Vec<Node>,
+    /// A topological order (dependencies first; input order breaks ties).
+    order: Vec<usize>,
+    children: Vec<Vec<usize>>,
+}
+
+/// Why targets and a fleet do not form a schedulable problem.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProblemError {
+    #[error("the fleet has no node")]
+    NoNodes,
+    #[error(
+        "node `{node}`: {field} must be positive (speed, link_mbps and slots are), got {value}"
+    )]
+    BadNode {
+        node: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("node `{node}` is defined more than once")]
+    DuplicateNode { node: String },
+    #[error("target `{target}`: {field} must be a finite number of 0 or more, got {value}")]
+    BadCost {
+        target: String,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("target `{target}` depends on target #{dep}, which does not exist")]
+    BadDependency { target: String, dep: usize },
+    #[error("the dependencies of target `{target}` form a cycle")]
+    Cycle { target: String },
+    #[error(
+        "target `{target}` needs min_memory_gb {min_memory_gb}, but no node of the fleet has that much memory (the most is {largest_gb} GB, on `{largest_node}`)\nhint: lower the target's min_memory_gb in the costs file, or add a node with enough memory to the fleet"
+    )]
+    NoEligibleNode {
+        target: String,
+        min_memory_gb: f64,
+        largest_gb: f64,
+        largest_node: String,
+    },
+}
+
+impl Problem {
+    pub fn new(jobs: Vec<Job>, nodes: Vec<Node>) -> Result<Problem, ProblemError> {
+        if nodes.is_empty() {
+            return Err(ProblemError::NoNodes);
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            for (field, value) in [
+                ("speed", n.speed),
+                ("link_mbps", n.link_mbps),
+                ("slots", f64::from(n.slots)),
+                ("memory_gb", n.memory_gb),
+            ] {
+                if !(value.is_finite() && value > 0.0) {
+                    return Err(ProblemError::BadNode {
+                        node: n.name.clone(),
+                        field,
+                        value,
+                    });
+                }
+            }
+            if nodes[..i].iter().any(|m| m.name == n.name) {
+                return Err(ProblemError::DuplicateNode {
+                    node: n.name.clone(),
+                });
+            }
+        }
+        let largest = nodes.iter().fold(
+            &nodes[0],
+            |a, b| if b.memory_gb > a.memory_gb { b } else { a },
+        );
+        let mut children = vec![Vec::new(); jobs.len()];
+        let mut indegree = vec![0usize; jobs.len()];
+        for (i, j) in jobs.iter().enumerate() {
+            for (field, value) in [
+                ("work_s", j.cost.work_s),
+                ("output_mb", j.cost.output_mb),
+                ("min_memory_gb", j.cost.min_memory_gb),
+            ] {
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(ProblemError::BadCost {
+                        target: j.name.clone(),
+                        field,
+                        value,
+                    });
+                }
+            }
+            if !j.published && j.cost.min_memory_gb > largest.memory_gb {
+                return Err(ProblemError::NoEligibleNode {
+                    target: j.name.clone(),
+                    min_memory_gb: j.cost.min_memory_gb,
+                    largest_gb: largest.memory_gb,
+                    largest_node: largest.name.clone(),
+                });
+            }
+            for &d in &j.deps {
+                if d >= jobs.len() || d == i {
+                    return Err(ProblemError::BadDependency {
+                        target: j.name.clone(),
+                        dep: d,
+                    });
+                }
+                children[d].push(i);
+                indegree[i] += 1;
+            }
+        }
+        // Kahn's algorithm, smallest index first, so the order is deterministic.
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..jobs.len())
+            .filter(|&i| indegree[i] == 0)
+            .map(Reverse)
+            .collect();
+        let mut order = Vec::with_capacity(jobs.len());
+        while let Some(Reverse(i)) = ready.pop() {
+            order.push(i);
+            for &c in &children[i] {
+                indegree[c] -= 1;
+                if indegree[c] == 0 {
+                    ready.push(Reverse(c));
+                }
+            }
+        }
+        if let Some(i) = (0..jobs.len()).find(|&i| indegree[i] > 0) {
+            return Err(ProblemError::Cycle {
+                target: jobs[i].name.clone(),
+            });
+        }
+        Ok(Problem {
+            jobs,
+            nodes,
+            order,
+            children,
+        })
+    }
+
+    pub fn jobs(&self) -> &[Job] {
+        &self.jobs
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// A topological order of the jobs.
+    pub fn order(&self) -> &[usize] {
+        &self.order
+    }
+
+    /// The jobs that depend on `j`.
+    pub fn children(&self, j: usize) -> &[usize] {
+        &self.children[j]
+    }
+
+    /// Whether node `n` has the memory job `j` needs.
+    pub fn eligible(&self, j: usize, n: usize) -> bool {
+        self.nodes[n].memory_gb >= self.jobs[j].cost.min_memory_gb
+    }
+
+    /// Seconds to move `mb` megabytes over node `n`'s link.
+    pub fn transfer_s(&self, mb: f64, n: usize) -> f64 {
+        mb * 8.0 / self.nodes[n].link_mbps
+    }
+
+    /// The build phase of `j` on `n`: `work_s / speed` (0 when published).
+    pub fn build_s(&self, j: usize, n: usize) -> f64 {
+        if self.jobs[j].published {
+            0.0
+        } else {
+            self.jobs[j].cost.work_s / self.nodes[n].speed
+        }
+    }
+
+    /// The push phase of `j` on `n`: `output_mb * 8 / link_mbps` (0 when published).
+    pub fn push_s(&self, j: usize, n: usize) -> f64 {
+        if self.jobs[j].published {
+            0.0
+        } else {
+            self.transfer_s(self.jobs[j].cost.output_mb, n)
+        }
+    }
+
+    /// Megabytes `j` pulls when built on `n`: the output of every dependency that is
+    /// published or was built on another node (`node_of` gives where a built one ran).
+    pub fn pulled_mb(&self, j: usize, n: usize, node_of: impl Fn(usize) -> Option<usize>) -> f64 {
+        self.jobs[j]
+            .deps
+            .iter()
+            .filter(|&&d| self.jobs[d].published || node_of(d) != Some(n))
+            .map(|&d| self.jobs[d].cost.output_mb)
+            .fold(0.0, |a, b| a + b) // `sum` of nothing is -0.0
+    }
+
+    /// The phases of `j` on `n` — pull, build, push — with the built dependencies placed
+    /// as `node_of` says.
+    pub fn phases(&self, j: usize, n: usize, node_of: &[Option<usize>]) -> [f64; 3] {
+        [
+            self.transfer_s(self.pulled_mb(j, n, |d| node_of[d]), n),
+            self.build_s(j, n),
+            self.push_s(j, n),
+        ]
+    }
+
+    /// The fastest speed among the nodes with enough memory for `j`.
+    pub fn fastest_eligible_speed(&self, j: usize) -> f64 {
+        (0..self.nodes.len())
+            .filter(|&n| self.eligible(j, n))
+            .map(|n| self.nodes[n].speed)
+            .fold(0.0, f64::max)
+    }
+}
+
+/// One target placed on one node. `start_s` is when the node starts on it (its pulls
+/// first), `end_s` when its push completes:
+/// `end_s = start_s + pull_s + build_s + push_s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Assignment {
+    pub job: usize,
+    pub node: usize,
+    pub start_s: f64,
+    pub pull_s: f64,
+    pub build_s: f64,
+    pub push_s: f64,
+    pub end_s: f64,
+}
+
+/// The lower bound on any schedule's makespan: the longer of the longest dependency
+/// chain (each target at its fastest eligible node's speed, transfers free) and the
+/// total work spread perfectly over every slot of every node (`Σ work_s / Σ speed ×
+/// slots`). Published targets count 0 and are available at 0, so a chain does not run
+/// through them.
+pub fn lower_bound(p: &Problem) -> f64 {
+    let mut finish = vec![0.0f64; p.jobs.len()];
+    let mut chain = 0.0f64;
+    let mut work = 0.0;
+    for &j in &p.order {
+        let job = &p.jobs[j];
+        // A published target is in the registry at 0, whatever it was built from.
+        if job.published {
+            continue;
+        }
+        let ready = job.deps.iter().map(|&d| finish[d]).fold(0.0, f64::max);
+        work += job.cost.work_s;
+        finish[j] = ready + job.cost.work_s / p.fastest_eligible_speed(j);
+        chain = chain.max(finish[j]);
+    }
+    let capacity: f64 = p.nodes.iter().map(|n| n.speed * f64::from(n.slots)).sum();
+    chain.max(work / capacity)
+}
+
+/// The latest end of a set of assignments (0 for none).
+pub fn makespan(assignments: &[Assignment]) -> f64 {
+    assignments.iter().map(|a| a.end_s).fold(0.0, f64::max)
+}
+
+/// Floating-point slack in comparisons: a millionth of a second per second of schedule.
+fn eps(t: f64) -> f64 {
+    1e-6 * t.abs().max(1.0)
+}
+
+/// One way a schedule breaks the model.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Violation {
+    UnknownIndex {
+        job: usize,
+        node: usize,
+    },
+    Unassigned {
+        target: String,
+    },
+    AssignedTwice {
+        target: String,
+    },
+    PublishedAssigned {
+        target: String,
+    },
+    Ineligible {
+        target: String,
+        node: String,
+        min_memory_gb: f64,
+        memory_gb: f64,
+    },
+    NegativeStart {
+        target: String,
+        start_s: f64,
+    },
+    StartsBeforeDependency {
+        target: String,
+        dependency: String,
+        start_s: f64,
+        dependency_end_s: f64,
+    },
+    Timing {
+        target: String,
+        phase: &'static str,
+        expected_s: f64,
+        actual_s: f64,
+    },
+    Slots {
+        node: String,
+        at_s: f64,
+        running: usize,
+        slots: u32,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::UnknownIndex { job, node } => {
+                write!(
+                    f,
+                    "assignment of job #{job} to node #{node}: no such job or node"
+                )
+            }
+            Violation::Unassigned { target } => write!(f, "`{target}` is not scheduled"),
+            Violation::AssignedTwice { target } => write!(f, "`{target}` is scheduled twice"),
+            Violation::PublishedAssigned { target } => {
+                write!(f, "`{target}` is already published but scheduled")
+            }
+            Violation::Ineligible {
+                target,
+                node,
+                min_memory_gb,
+                memory_gb,
+            } => write!(
+                f,
+                "`{target}` needs {min_memory_gb} GB but runs on `{node}` ({memory_gb} GB)"
+            ),
+            Violation::NegativeStart { target, start_s } => {
+                write!(f, "`{target}` starts at {start_s} s, before 0")
+            }
+            Violation::StartsBeforeDependency {
+                target,
+                dependency,
+                start_s,
+                dependency_end_s,
+            } => write!(
+                f,
+                "`{target}` starts at {start_s} s, before its dependency `{dependency}` finishes pushing at {dependency_end_s} s"
+            ),
+            Violation::Timing {
+                target,
+                phase,
+                expected_s,
+                actual_s,
+            } => write!(
+                f,
+                "`{target}`: {phase} is {actual_s} s, the model gives {expected_s} s"
+            ),
+            Violation::Slots {
+                node,
+                at_s,
+                running,
+                slots,
+            } => write!(
+                f,
+                "node `{node}` runs {running} targets at {at_s} s but has {slots} slot(s)"
+            ),
+        }
+    }
+}
+
+/// Checks a schedule against the model: every target that is not published assigned
+/// exactly once (published ones never), on an eligible node, starting at or after 0 and
+/// after every dependency has finished pushing, with its phases exactly as the model
+/// gives them (pulls from the dependencies' actual placement) and `end = start + pull +
+/// build + push`; and on each node at most `slots` assignments overlapping (intervals
+/// are `[start, end)`; an empty one occupies nothing). Returns every violation found.
+pub fn validate(p: &Problem, assignments: &[Assignment]) -> Result<(), Vec<Violation>> {
+    let mut out = Vec::new();
+    let mut placed: Vec<Option<&Assignment>> = vec![None; p.jobs.len()];
+    for a in assignments {
+        if a.job >= p.jobs.len() || a.node >= p.nodes.len() {
+            out.push(Violation::UnknownIndex {
+                job: a.job,
+                node: a.node,
+            });
+            continue;
+        }
+        let target = || p.jobs[a.job].name.clone();
+        if p.jobs[a.job].published {
+            out.push(Violation::PublishedAssigned { target: target() });
+        } else if placed[a.job].is_some() {
+            out.push(Violation::AssignedTwice { target: target() });
+        } else {
+            placed[a.job] = Some(a);
+        }
+    }
+    for (j, job) in p.jobs.iter().enumerate() {
+        if !job.published && placed[j].is_none() {
+            out.push(Violation::Unassigned {
+                target: job.name.clone(),
+            });
+        }
+    }
+    for a in placed.iter().flatten() {
+        let (j, n) = (a.job, a.node);
+        let job = &p.jobs[j];
+        if !p.eligible(j, n) {
+            out.push(Violation::Ineligible {
+                target: job.name.clone(),
+                node: p.nodes[n].name.clone(),
+                min_memory_gb: job.cost.min_memory_gb,
+                memory_gb: p.nodes[n].memory_gb,
+            });
+        }
+        if a.start_s.is_nan() || a.start_s < 0.0 {
+            out.push(Violation::NegativeStart {
+                target: job.name.clone(),
+                start_s: a.start_s,
+            });
+        }
+        for &d in &job.deps {
+            if let Some(b) = placed[d]
+                && a.start_s < b.end_s - eps(b.end_s)
+            {
+                out.push(Violation::StartsBeforeDependency {
+                    target: job.name.clone(),
+                    dependency: p.jobs[d].name.clone(),
+                    start_s: a.start_s,
+                    dependency_end_s: b.end_s,
+                });
+            }
+        }
+        let pull = p.transfer_s(p.pulled_mb(j, n, |d| placed[d].map(|b| b.node)), n);
+        for (phase, expected, actual) in [
+            ("pull_s", pull, a.pull_s),
+            ("build_s", p.build_s(j, n), a.build_s),
+            ("push_s", p.push_s(j, n), a.push_s),
+            ("end_s", a.start_s + pull + a.build_s + a.push_s, a.end_s),
+        ] {
+            let off = (expected - actual).abs();
+            if off.is_nan() || off > eps(expected) {
+                out.push(Violation::Timing {
+                    target: job.name.clone(),
+                    phase,
+                    expected_s: expected,
+                    actual_s: actual,
+                });
+            }
+        }
+    }
+    let mut by_node: Vec<Vec<&Assignment>> = vec![Vec::new(); p.nodes.len()];
+    // A zero-length assignment occupies no slot.
+    for a in placed.iter().flatten().filter(|a| a.end_s > a.start_s) {
+        by_node[a.node].push(a);
+    }
+    for (n, list) in by_node.iter_mut().enumerate() {
+        list.sort_by(|a, b| a.start_s.total_cmp(&b.start_s).then(a.job.cmp(&b.job)));
+        let mut running: BinaryHeap<Reverse<Time>> = BinaryHeap::new();
+        for a in list.iter() {
+            while running
+                .peek()
+                .is_some_and(|Reverse(end)| end.0 <= a.start_s + eps(a.start_s))
+            {
+                running.pop();
+            }
+            running.push(Reverse(Time(a.end_s)));
+            let slots = p.nodes[n].slots;
+            if running.len() > slots as usize {
+                out.push(Violation::Slots {
+                    node: p.nodes[n].name.clone(),
+                    at_s: a.start_s,
+                    running: running.len(),
+                    slots,
+                });
+            }
+        }
+    }
+    if out.is_empty() { Ok(()) } else { Err(out) }
+}

@@ -1,0 +1,164 @@
+//! `kiln fleet --fleet FILE`: probes every node of a fleet file (a tiny
+//! container reading the node's `/proc`) and shows its free memory, idle
+//! cores, score (free GB + idle cores, as seed 003 weights them) and the
+//! compile jobs it can afford.
+
+use std::io::Write;
+
+use kiln_engine::probe::NodeFacts;
+use serde::Serialize;
+
+use crate::cli::Format;
+use crate::error::CliError;
+
+pub struct FleetSettings {
+    pub fleet: String,
+    pub format: Format,
+    pub gb_per_job: f64,
+    pub cwd: std::path::PathBuf,
+}
+
+/// One node in `kiln fleet --format json`.
+#[derive(Debug, Serialize)]
+struct NodeReport {
+    name: String,
+    endpoint: String,
+    /// `up`, `down` or `not-probed` (a buildx builder).
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    facts: Option<NodeFacts>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// A node's engine endpoint, with a relative unix socket path taken
+/// relative to the directory kiln runs in.
+pub fn endpoint(raw: &str, cwd: &std::path::Path) -> Option<kiln_engine::Endpoint> {
+    let host = if let Some(p) = raw.strip_prefix("unix://") {
+        let path = std::path::Path::new(p);
+        if path.is_absolute() {
+            raw.to_string()
+        } else {
+            format!("unix://{}", cwd.join(path).display())
+        }
+    } else if raw.starts_with("tcp://") {
+        raw.to_string()
+    } else {
+        return None;
+    };
+    Some(kiln_engine::Endpoint {
+        host,
+        docker_cli: std::env::var_os("KILN_DOCKER_CLI")
+            .map(Into::into)
+            .unwrap_or_else(|| "/usr/bin/docker".into()),
+    })
+}
+
+pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(&s.fleet)
+        .map_err(|e| CliError::usage(format!("cannot read the fleet file {}: {e}", s.fleet)))?;
+    let fleet = kiln_plan::schedule::Fleet::parse(&s.fleet, &text)
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let rt = super::build::runtime()?;
+    let reports: Vec<NodeReport> = rt.block_on(async {
+        let mut tasks = Vec::new();
+        for n in &fleet.nodes {
+            let ep = endpoint(&n.endpoint, &s.cwd);
+            let name = n.name.clone();
+            let raw = n.endpoint.clone();
+            let gb = s.gb_per_job;
+            tasks.push(tokio::spawn(async move {
+                let Some(ep) = ep else {
+                    return NodeReport {
+                        name,
+                        endpoint: raw,
+                        status: "not-probed",
+                        facts: None,
+                        error: Some("a buildx builder is not probed".into()),
+                    };
+                };
+                let r = async {
+                    let e = kiln_engine::local::LocalEngine::connect(ep).await?;
+                    kiln_engine::probe::probe(&e, gb).await
+                }
+                .await;
+                match r {
+                    Ok(f) => NodeReport {
+                        name,
+                        endpoint: raw,
+                        status: "up",
+                        facts: Some(f),
+                        error: None,
+                    },
+                    Err(e) => NodeReport {
+                        name,
+                        endpoint: raw,
+                        status: "down",
+                        facts: None,
+                        error: Some(e.to_string()),
+                    },
+                }
+            }));
+        }
+        let mut v = Vec::new();
+        for t in tasks {
+            if let Ok(r) = t.await {
+                v.push(r);
+            }
+        }
+        v
+    });
+    let text = match s.format {
+        Format::Json => {
+            let mut t = serde_json::to_string_pretty(&serde_json::json!({ "nodes": reports }))
+                .map_err(|e| CliError::env(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+        Format::Text => {
+            let w = reports
+                .iter()
+                .map(|r| r.name.len())
+                .max()
+                .unwrap_or(4)
+                .max(4);
+            let mut t = format!(
+                "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  ENDPOINT\n",
+                "NODE", "STATUS", "CORES", "FREE_GB", "IDLE", "SCORE", "JOBS"
+            );
+            for r in &reports {
+                match &r.facts {
+                    Some(f) => t.push_str(&format!(
+                        "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {}\n",
+                        r.name,
+                        r.status,
+                        f.cores,
+                        f.free_gb,
+                        f.idle_cores,
+                        f.score,
+                        f.jobs,
+                        r.endpoint
+                    )),
+                    None => t.push_str(&format!(
+                        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}  ({})\n",
+                        r.name,
+                        r.status,
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        r.endpoint,
+                        r.error.clone().unwrap_or_default()
+                    )),
+                }
+            }
+            t
+        }
+    };
+    crate::output::write(out, &text)?;
+    if !reports.is_empty() && reports.iter().all(|r| r.status == "down") {
+        return Err(CliError::env("no node of the fleet answers"));
+    }
+    Ok(())
+}

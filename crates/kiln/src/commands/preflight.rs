@@ -1,0 +1,168 @@
+//! `kiln preflight [TARGET]...`: checks, before any build, that every image
+//! the run needs and does not build itself exists — on the engine or in its
+//! registry — and names what is missing with the target that produces it.
+//! `kiln build` runs the same check first.
+
+use std::io::Write;
+
+use kiln_engine::preflight::{Checked, Need, Status};
+
+use crate::cli::Format;
+use crate::commands::plan::{Planned, build_plan};
+use crate::error::{CliError, Kind};
+use crate::settings::{BakeSettings, StoreSettings};
+
+pub struct PreflightSettings {
+    pub bake: BakeSettings,
+    pub store: StoreSettings,
+    pub format: Format,
+    pub targets: Vec<String>,
+}
+
+/// The images the run needs from outside: external images of the needed
+/// stages (after arg resolution) and `docker-image://` contexts, minus what
+/// targets of the run produce.
+pub fn needs(planned: &Planned, specs: &[kiln_engine::BuildSpec]) -> Vec<Need> {
+    let in_run: std::collections::HashSet<&str> = planned
+        .plan
+        .targets
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    let mut pairs = Vec::new();
+    for spec in specs {
+        // A Dockerfile that cannot be analysed is reported by the build.
+        for image in kiln_engine::inputs::external_images(spec).unwrap_or_default() {
+            pairs.push((spec.name.clone(), image));
+        }
+        for src in spec.contexts.values() {
+            if let kiln_engine::ContextSource::Image {
+                reference,
+                producer: None,
+            } = src
+            {
+                pairs.push((spec.name.clone(), reference.clone()));
+            }
+        }
+    }
+    let pairs: Vec<(String, String)> = pairs
+        .into_iter()
+        .filter(|(_, r)| {
+            !planned
+                .graph
+                .producers(r)
+                .iter()
+                .any(|p| in_run.contains(p))
+        })
+        .collect();
+    kiln_engine::preflight::needs(pairs, |r| {
+        planned
+            .graph
+            .producers(r)
+            .into_iter()
+            .map(String::from)
+            .collect()
+    })
+}
+
+/// Checks every needed image. With `require_engine` (a build), an engine
+/// that does not answer is the error (exit 3 with how to start one);
+/// otherwise images are looked for in registries only.
+pub fn check(
+    planned: &Planned,
+    specs: &[kiln_engine::BuildSpec],
+    st: &StoreSettings,
+    require_engine: bool,
+) -> Result<Vec<Checked>, CliError> {
+    let needs = needs(planned, specs);
+    let rt = super::build::runtime()?;
+    let engine = match rt.block_on(kiln_engine::local::LocalEngine::connect(
+        st.endpoint.clone(),
+    )) {
+        Ok(e) => Some(e),
+        Err(e) if require_engine => return Err(super::build::engine_error(e, &st.endpoint)),
+        Err(_) => None,
+    };
+    if needs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(30))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    Ok(rt.block_on(kiln_engine::preflight::check(
+        engine.as_ref(),
+        &registry,
+        needs,
+    )))
+}
+
+/// The error for a failed check, or `Ok` when every image is available.
+pub fn verdict(checked: &[Checked]) -> Result<(), CliError> {
+    if checked.iter().all(Checked::ok) {
+        return Ok(());
+    }
+    let text = kiln_engine::preflight::render(checked);
+    let kind = if checked
+        .iter()
+        .any(|c| matches!(c.status, Status::Invalid { .. }))
+    {
+        Kind::User
+    } else if checked
+        .iter()
+        .any(|c| matches!(c.status, Status::Auth { .. } | Status::Unreachable { .. }))
+    {
+        Kind::Environment
+    } else {
+        Kind::Failed
+    };
+    Err(CliError {
+        kind,
+        message: format!("preflight: {}", text.trim_end()),
+        hint: Some(
+            "nothing was built; only a 404 counts as missing — 401/403 mean credentials or a proxy, and an unreachable registry is an infrastructure problem".into(),
+        ),
+    })
+}
+
+pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let bake = super::load(&s.bake)?;
+    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let specs = super::build::specs_for(&bake, &planned, &s.bake.cwd, false)?;
+    let checked = check(&planned, &specs, &s.store, false)?;
+    let text = match s.format {
+        Format::Json => {
+            let mut t = serde_json::to_string_pretty(&serde_json::json!({
+                "ok": checked.iter().all(Checked::ok),
+                "images": checked,
+            }))
+            .map_err(|e| CliError::env(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+        Format::Text => {
+            let mut t = String::new();
+            for c in &checked {
+                let where_ = match &c.status {
+                    Status::Engine { .. } => "on the engine".to_string(),
+                    Status::Registry { digest } => format!("in the registry ({digest})"),
+                    Status::Missing => "MISSING".to_string(),
+                    Status::Auth { .. } => "cannot be checked (auth or proxy)".to_string(),
+                    Status::Unreachable { .. } => "cannot be checked (unreachable)".to_string(),
+                    Status::Invalid { .. } => "not an image reference".to_string(),
+                };
+                t.push_str(&format!(
+                    "{}  {where_}  (needed by {})\n",
+                    c.need.reference,
+                    c.need.needed_by.join(", ")
+                ));
+            }
+            t.push_str(&format!(
+                "{} image(s) needed from outside the run, {} available\n",
+                checked.len(),
+                checked.iter().filter(|c| c.ok()).count()
+            ));
+            t
+        }
+    };
+    crate::output::write(out, &text)?;
+    verdict(&checked)
+}
