@@ -49,6 +49,9 @@ pub struct RunOptions {
     pub nodes: Vec<NodeSpec>,
     /// Preferred node (index into `nodes`) per target, from the schedule.
     pub placement: HashMap<String, usize>,
+    /// The nodes (indices into `nodes`) a target may run on (memory); a
+    /// target not listed may run anywhere.
+    pub eligible: HashMap<String, Vec<usize>>,
     /// Memory per compile job when deriving a node's job count.
     pub gb_per_job: f64,
 }
@@ -329,6 +332,17 @@ pub async fn run(
         .iter()
         .filter_map(|(t, &k)| Some((t.clone(), node_specs.get(k)?.name.clone())))
         .collect();
+    let eligible: HashMap<String, Vec<String>> = opts
+        .eligible
+        .iter()
+        .map(|(t, ks)| {
+            let names = ks
+                .iter()
+                .filter_map(|&k| node_specs.get(k).map(|n| n.name.clone()))
+                .collect();
+            (t.clone(), names)
+        })
+        .collect();
     let shared = Arc::new(Shared {
         nodes,
         fleet,
@@ -390,8 +404,42 @@ pub async fn run(
             if !ready {
                 continue;
             }
-            let Some(k) = choose(&shared, &placement, &s.name, &queued) else {
-                break;
+            let Some(k) = choose(&shared, &placement, &eligible, &s.name, &queued) else {
+                // No live node may build it: it fails, its dependents are
+                // blocked, independent targets go on.
+                let alive: Vec<&str> = shared
+                    .nodes
+                    .iter()
+                    .filter(|n| n.alive())
+                    .map(|n| n.name.as_str())
+                    .collect();
+                let msg = format!(
+                    "no eligible node remains for {} (it may run on: {}; alive: {})",
+                    s.name,
+                    eligible
+                        .get(&s.name)
+                        .map(|v| v.join(", "))
+                        .unwrap_or_else(|| "any".into()),
+                    alive.join(", ")
+                );
+                reporter.event(&Event::TargetFinished {
+                    target: s.name.clone(),
+                    status: TargetStatus::Failed.as_str().into(),
+                    duration_s: 0.0,
+                    image: None,
+                    reason: Some(msg.clone()),
+                });
+                let mut r = blocked(s, &shared.nodes[0].name, String::new());
+                r.status = TargetStatus::Failed;
+                r.reason = None;
+                r.error = Some(msg);
+                results[i] = Some(r);
+                started[i] = true;
+                if fail_fast {
+                    stop = true;
+                    running.abort_all();
+                }
+                continue;
             };
             started[i] = true;
             queued[k] += 1;
@@ -636,18 +684,23 @@ fn refs_on(produced: &HashMap<String, Produced>, k: usize) -> HashMap<String, St
 fn choose(
     sh: &Shared,
     placement: &HashMap<String, String>,
+    eligible: &HashMap<String, Vec<String>>,
     target: &str,
     queued: &[usize],
 ) -> Option<usize> {
+    let may = |n: &Node| eligible.get(target).is_none_or(|v| v.contains(&n.name));
     if let Some(name) = placement.get(target)
-        && let Some(k) = sh.nodes.iter().position(|n| &n.name == name && n.alive())
+        && let Some(k) = sh
+            .nodes
+            .iter()
+            .position(|n| &n.name == name && n.alive() && may(n))
     {
         return Some(k);
     }
     sh.nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| n.alive())
+        .filter(|(_, n)| n.alive() && may(n))
         .max_by(|(a, na), (b, nb)| {
             let free = |k: usize, n: &Node| n.capacity as i64 - queued[k] as i64;
             free(*a, na).cmp(&free(*b, nb)).then(b.cmp(a))

@@ -39,17 +39,18 @@ fn read_input(path: &str, what: &str) -> Result<String, CliError> {
 
 /// The nodes of a fleet run and where the schedule places each target
 /// (kiln's policy over the costs file; docs/scheduling.md).
+/// Nodes, preferred placement and memory eligibility of a fleet run.
+type FleetPlan = (
+    Vec<kiln_engine::run::NodeSpec>,
+    std::collections::HashMap<String, usize>,
+    std::collections::HashMap<String, Vec<usize>>,
+);
+
 fn fleet_plan(
     s: &BuildSettings,
     fleet_path: &str,
     specs: &[BuildSpec],
-) -> Result<
-    (
-        Vec<kiln_engine::run::NodeSpec>,
-        std::collections::HashMap<String, usize>,
-    ),
-    CliError,
-> {
+) -> Result<FleetPlan, CliError> {
     use kiln_plan::schedule::{CostsFile, DEFAULT_COST, Fleet, Job, Policy, Problem, schedule};
     let fleet = Fleet::parse(fleet_path, &read_input(fleet_path, "fleet file")?)
         .map_err(|e| CliError::usage(e.to_string()))?;
@@ -98,7 +99,15 @@ fn fleet_plan(
         .iter()
         .map(|a| (specs[a.job].name.clone(), a.node))
         .collect();
-    Ok((nodes, placement))
+    let eligible = (0..specs.len())
+        .map(|j| {
+            let ks = (0..fleet.nodes.len())
+                .filter(|&k| problem.eligible(j, k))
+                .collect();
+            (specs[j].name.clone(), ks)
+        })
+        .collect();
+    Ok((nodes, placement, eligible))
 }
 
 fn abs(cwd: &Path, p: &str) -> PathBuf {
@@ -592,13 +601,14 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
-    let (nodes, placement) = match &s.fleet {
+    let (nodes, placement, eligible) = match &s.fleet {
         Some(f) => fleet_plan(&s, f, &specs)?,
         None => Default::default(),
     };
     let opts = RunOptions {
         nodes,
         placement,
+        eligible,
         gb_per_job: s.gb_per_job,
         jobs: s.jobs,
         fail_fast: s.fail_fast,
