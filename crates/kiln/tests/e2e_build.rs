@@ -398,6 +398,22 @@ fn preflight_names_a_missing_image_and_its_producer() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true, "{v}");
+    // A cache ref to import that does not exist yet is a warning only.
+    let o = kiln(
+        &dir,
+        &host,
+        &["preflight", "--format", "json", "producer"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["missing_cache_refs"][0]["ref"], missing.as_str(), "{v}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains(&format!("warning: cache ref {missing} of target producer")),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // docker.io cannot be reached from here: exit 3, saying so.
     let o = kiln(
         &dir,

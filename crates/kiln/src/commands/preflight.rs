@@ -128,11 +128,21 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
     let specs = super::build::specs_for(&bake, &planned, &s.bake.cwd, false)?;
     let checked = check(&planned, &specs, &s.store, false)?;
+    let missing_cache = missing_cache_refs(&planned)?;
+    for (target, r) in &missing_cache {
+        eprintln!(
+            "warning: cache ref {r} of target {target} does not exist (yet): the build starts without that cache"
+        );
+    }
     let text = match s.format {
         Format::Json => {
             let mut t = serde_json::to_string_pretty(&serde_json::json!({
                 "ok": checked.iter().all(Checked::ok),
                 "images": checked,
+                "missing_cache_refs": missing_cache
+                    .iter()
+                    .map(|(t, r)| serde_json::json!({"target": t, "ref": r}))
+                    .collect::<Vec<_>>(),
             }))
             .map_err(|e| CliError::env(e.to_string()))?;
             t.push('\n');
@@ -165,4 +175,48 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
     };
     crate::output::write(out, &text)?;
     verdict(&checked)
+}
+
+/// Registry cache refs the run's targets would import (the user's
+/// `cache-from` entries and kiln's per-commit refs, as on a pushing run)
+/// that the registry does not hold: warnings, never failures. Refs whose
+/// registry cannot be asked are left out.
+fn missing_cache_refs(planned: &Planned) -> Result<Vec<(String, String)>, CliError> {
+    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(10))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    let rt = super::build::runtime()?;
+    let mut out = Vec::new();
+    let mut dead: std::collections::HashSet<String> = Default::default();
+    for t in &planned.plan.targets {
+        let Some(bt) = planned.targets.get(&t.name) else {
+            continue;
+        };
+        let policies = super::plan::cache_policy(
+            bt,
+            &Default::default(),
+            kiln_plan::cache::Driver::Local,
+            true,
+        );
+        for e in policies.iter().flat_map(|p| p.from.iter()) {
+            let Some(r) = e.reference().filter(|_| e.kind() == "registry") else {
+                continue;
+            };
+            let host = kiln_plan::ImageRef::parse(r)
+                .map(|i| i.domain().to_string())
+                .unwrap_or_default();
+            if dead.contains(&host) {
+                continue;
+            }
+            match rt.block_on(registry.check(r)) {
+                Ok(kiln_engine::registry::Resolution::Absent) => {
+                    out.push((t.name.clone(), r.to_string()));
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    dead.insert(host);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
