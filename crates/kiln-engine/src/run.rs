@@ -943,7 +943,7 @@ async fn pull_recorded(node: &Node, rec: &Record) -> Option<String> {
 }
 
 /// The current time, RFC 3339 UTC to the second.
-fn now_rfc3339() -> String {
+pub fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc().replace_nanosecond(0);
     now.ok()
         .and_then(|t| {

@@ -22,9 +22,11 @@
 //! Must never: decide what to build, or store secret values.
 
 mod fs;
+pub mod history;
 mod oci;
 
 pub use fs::FsStore;
+pub use history::{BuildEvent, History, LearnedCost};
 pub use oci::{INPUTS_MEDIA_TYPE, OciStore, RECORD_MEDIA_TYPE};
 
 use serde::{Deserialize, Serialize};

@@ -106,6 +106,8 @@ pub struct StoreSettings {
     /// The directory `.kiln/` lives in (the current directory).
     pub project: PathBuf,
     pub stat_cache: PathBuf,
+    /// The build history costs are learned from.
+    pub history: PathBuf,
 }
 
 impl StoreSettings {
@@ -119,6 +121,7 @@ impl StoreSettings {
                 .unwrap_or_else(|| ".kiln/store".into()),
             project: cwd.to_path_buf(),
             stat_cache: cwd.join(".kiln/stat-cache.json"),
+            history: cwd.join(kiln_store::history::DEFAULT_LOCATION),
         }
     }
 }

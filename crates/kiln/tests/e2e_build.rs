@@ -909,6 +909,41 @@ target "app" {
         "{a}"
     );
     assert_eq!(a["image"], target(&first, "app")["image"]);
+    // Both builds were recorded in the history; the schedule learns their
+    // costs from it (not with --simulate, which reads only the files).
+    assert!(dir.join(".kiln/history.sqlite").is_file());
+    let fleet = format!(
+        "[[node]]\nname = \"main\"\nendpoint = \"{host}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\n"
+    );
+    std::fs::write(dir.join("fleet.toml"), fleet).unwrap();
+    let sched = |extra: &[&str]| {
+        let mut args = vec!["schedule", "--fleet", "fleet.toml", "--format", "json"];
+        args.extend_from_slice(extra);
+        args.push("app");
+        let o = kiln(&dir, &host, &args, &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let learned = sched(&[]);
+    let defaults = |v: &serde_json::Value| {
+        v["default_costs"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        !defaults(&learned).contains(&"lib".to_string()),
+        "{learned}"
+    );
+    let simulated = sched(&["--simulate"]);
+    assert!(
+        defaults(&simulated).contains(&"lib".to_string()),
+        "{simulated}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -51,7 +51,7 @@ fn fleet_plan(
     fleet_path: &str,
     specs: &[BuildSpec],
 ) -> Result<FleetPlan, CliError> {
-    use kiln_plan::schedule::{CostsFile, DEFAULT_COST, Fleet, Job, Policy, Problem, schedule};
+    use kiln_plan::schedule::{CostsFile, Fleet, Job, Policy, Problem, schedule};
     let fleet = Fleet::parse(fleet_path, &read_input(fleet_path, "fleet file")?)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let costs = match &s.costs {
@@ -78,6 +78,7 @@ fn fleet_plan(
         .enumerate()
         .map(|(i, sp)| (sp.name.as_str(), i))
         .collect();
+    let learned = super::costs::learned(&s.store.history);
     let jobs = specs
         .iter()
         .map(|sp| Job {
@@ -87,7 +88,7 @@ fn fleet_plan(
                 .iter()
                 .filter_map(|d| index.get(d.as_str()).copied())
                 .collect(),
-            cost: costs.get(&sp.name).copied().unwrap_or(DEFAULT_COST),
+            cost: super::costs::cost_of(&sp.name, &costs, &learned).0,
             published: false,
         })
         .collect();
@@ -625,6 +626,18 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         eprintln!("warning: could not save the stat cache: {e}");
     }
     let summary = result.map_err(|e| engine_error(e, &s.store.endpoint))?;
+    // What was built and how long it took, normalised by the node's speed
+    // (from the fleet file; 1.0 on a single engine), for learned costs.
+    let speeds: std::collections::HashMap<String, f64> = s
+        .fleet
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f.clone(), t)))
+        .and_then(|(f, t)| kiln_plan::schedule::Fleet::parse(&f, &t).ok())
+        .map(|fl| fl.nodes.into_iter().map(|n| (n.name, n.speed)).collect())
+        .unwrap_or_default();
+    super::costs::record(&s.store.history, &summary, |node| {
+        speeds.get(node).copied().unwrap_or(1.0)
+    });
     // Failures: the failing step and the tail of its log, on stderr.
     for t in summary
         .targets

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod build;
+pub mod costs;
 pub mod diagnose;
 pub mod fleet;
 pub mod lint;

@@ -10,8 +10,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use kiln_plan::schedule::{
-    CostsFile, DEFAULT_COST, Fleet, Job, Policy, Problem, Report, render_svg, render_text,
-    schedule, validate,
+    CostsFile, Fleet, Job, Policy, Problem, Report, render_svg, render_text, schedule, validate,
 };
 
 use crate::cli::{Format, SchedulePolicy};
@@ -78,18 +77,25 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let targets = &planned.plan.targets;
     let index = |name: &str| targets.iter().position(|t| t.name == name);
+    // Learned costs first (not with --simulate, which reads only the
+    // files given), then the costs file, then the default.
+    let learned = if s.simulate {
+        Default::default()
+    } else {
+        super::costs::learned(&s.store.history)
+    };
     let mut default_costs = Vec::new();
     let jobs = targets
         .iter()
         .map(|t| Job {
             name: t.name.clone(),
             deps: t.deps.iter().filter_map(|d| index(d)).collect(),
-            cost: match costs.get(&t.name) {
-                Some(c) => *c,
-                None => {
+            cost: {
+                let (c, src) = super::costs::cost_of(&t.name, &costs, &learned);
+                if src == super::costs::Source::Default {
                     default_costs.push(t.name.clone());
-                    DEFAULT_COST
                 }
+                c
             },
             published: published.contains(&t.name),
         })

@@ -1,0 +1,512 @@
+//! The build history: every build kiln ran (target, node, duration, output
+//! size, step counts, outcome), kept in an embedded SQLite database so that
+//! schedules can learn what a target costs (`docs/scheduling.md`, "History").
+//!
+//! The file lives at [`DEFAULT_LOCATION`] under the project by default, next
+//! to the record store. Several kiln processes may write it at once: it runs
+//! in WAL mode with a busy timeout, and every write is one statement.
+//!
+//! Durations are normalised when recorded: `work_s = duration_s ×
+//! node_speed` is what the build would have taken on a speed-1.0 node, the
+//! unit of the costs file.
+//!
+//! Which builds teach a cost ([`History::costs`]): successful ones that were
+//! not fully cached (`steps_cached < steps_total`). A fully cached build
+//! (every step a cache hit, or no steps at all) took only the time to look
+//! its steps up, which says nothing about what a real build costs; a failed
+//! build stopped somewhere in the middle. Both are still recorded.
+//!
+//! The schema is versioned in the `meta` table (`schema_version`). Opening
+//! checks the version: an older one would be migrated (there is none yet),
+//! a newer one is refused, never rewritten.
+//!
+//! Must never: panic, or rewrite a database it does not understand.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use crate::StoreError;
+
+/// Where the history lives by default, relative to the project directory
+/// (next to the filesystem record store, `.kiln/store`).
+pub const DEFAULT_LOCATION: &str = ".kiln/history.sqlite";
+
+/// The schema version this kiln writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How many of a target's most recent counted builds a learned cost is the
+/// median of.
+pub const WINDOW: usize = 20;
+
+/// How long a write waits for another writer (another kiln process, or
+/// another handle) before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`BuildEvent::status`] of a build that succeeded.
+pub const STATUS_BUILT: &str = "built";
+/// [`BuildEvent::status`] of a build that failed.
+pub const STATUS_FAILED: &str = "failed";
+
+const SCHEMA_V1: &str = "
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE builds (
+    id           INTEGER PRIMARY KEY,
+    target       TEXT NOT NULL,
+    key          TEXT,
+    node         TEXT NOT NULL,
+    node_speed   REAL NOT NULL,
+    duration_s   REAL NOT NULL,
+    work_s       REAL NOT NULL,
+    output_mb    REAL,
+    steps_total  INTEGER NOT NULL,
+    steps_cached INTEGER NOT NULL,
+    status       TEXT NOT NULL,
+    at           TEXT NOT NULL,
+    at_unix      REAL NOT NULL
+);
+CREATE INDEX builds_by_target ON builds (status, target, at_unix);
+";
+
+/// One build, as the engine reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildEvent {
+    pub target: String,
+    /// The content key, when one was computed.
+    pub key: Option<String>,
+    pub node: String,
+    /// The node's speed factor from the fleet file (1.0 for a single engine).
+    pub node_speed: f64,
+    /// Wall-clock seconds of the build on that node.
+    pub duration_s: f64,
+    /// Megabytes pushed, when known.
+    pub output_mb: Option<f64>,
+    pub steps_total: u64,
+    pub steps_cached: u64,
+    /// [`STATUS_BUILT`] or [`STATUS_FAILED`].
+    pub status: String,
+    /// When the build finished, RFC 3339 (`2026-11-30T07:16:14Z`).
+    pub at: String,
+}
+
+/// What the history says a target costs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LearnedCost {
+    /// The median normalised work (seconds on a speed-1.0 node) of the last
+    /// [`WINDOW`] counted builds.
+    pub work_s: f64,
+    /// The median output size of those builds that know it; `None` when
+    /// none does.
+    pub output_mb: Option<f64>,
+    /// How many builds `work_s` is the median of (at most [`WINDOW`]).
+    pub samples: usize,
+}
+
+/// The build-history database. One handle may be shared between threads;
+/// several handles (and processes) may use one file at once.
+#[derive(Debug)]
+pub struct History {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl History {
+    /// Opens the history at `path`, creating the file (and its directory)
+    /// and the schema when missing.
+    ///
+    /// Errors: a path that cannot be created or opened, a file that is not a
+    /// SQLite database (or is damaged), a database that is not kiln's, and
+    /// one written by a newer kiln (schema version above
+    /// [`SCHEMA_VERSION`]) are all [`StoreError::Unavailable`] naming the
+    /// file. Nothing is written to a database that is refused.
+    pub fn open(path: &Path) -> Result<History, StoreError> {
+        let unavailable = |detail: String| StoreError::Unavailable {
+            location: path.display().to_string(),
+            detail,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                unavailable(format!(
+                    "creating the build history's directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| sql_error(path, "opening the build history", e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| sql_error(path, "opening the build history", e))?;
+        check_schema(path, &mut conn)?;
+        set_wal(path, &conn)?;
+        // In WAL mode, NORMAL loses at most the last transactions on power
+        // loss, never consistency.
+        conn.execute_batch("PRAGMA synchronous = NORMAL")
+            .map_err(|e| sql_error(path, "setting synchronous", e))?;
+        Ok(History {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The file this history is kept in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic elsewhere while holding the lock leaves the connection
+        // usable (SQLite statements are atomic), so poisoning is ignored.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records one build, storing `work_s = duration_s × node_speed`.
+    ///
+    /// An event with an empty target or node, a speed that is not positive,
+    /// a negative or non-finite duration or output, more cached steps than
+    /// steps, an unknown status or a time that is not RFC 3339 is
+    /// [`StoreError::Invalid`] and nothing is written.
+    pub fn record(&self, e: &BuildEvent) -> Result<(), StoreError> {
+        let invalid = |why: String| {
+            StoreError::Invalid(format!(
+                "build history: the build of {:?} on {:?}: {why}",
+                e.target, e.node
+            ))
+        };
+        if e.target.is_empty() {
+            return Err(invalid("the target name is empty".into()));
+        }
+        if e.node.is_empty() {
+            return Err(invalid("the node name is empty".into()));
+        }
+        if !(e.node_speed.is_finite() && e.node_speed > 0.0) {
+            return Err(invalid(format!(
+                "node speed {} (expected a number above 0)",
+                e.node_speed
+            )));
+        }
+        if !(e.duration_s.is_finite() && e.duration_s >= 0.0) {
+            return Err(invalid(format!(
+                "duration {} s (expected a number ≥ 0)",
+                e.duration_s
+            )));
+        }
+        if let Some(mb) = e.output_mb
+            && !(mb.is_finite() && mb >= 0.0)
+        {
+            return Err(invalid(format!("output {mb} MB (expected a number ≥ 0)")));
+        }
+        if e.steps_cached > e.steps_total {
+            return Err(invalid(format!(
+                "{} cached steps of {}",
+                e.steps_cached, e.steps_total
+            )));
+        }
+        let (Ok(steps_total), Ok(steps_cached)) =
+            (i64::try_from(e.steps_total), i64::try_from(e.steps_cached))
+        else {
+            return Err(invalid(format!("{} steps is too many", e.steps_total)));
+        };
+        if e.status != STATUS_BUILT && e.status != STATUS_FAILED {
+            return Err(invalid(format!(
+                "status {:?} (expected {STATUS_BUILT:?} or {STATUS_FAILED:?})",
+                e.status
+            )));
+        }
+        if !rfc3339_shape(&e.at) {
+            return Err(invalid(format!(
+                "time {:?} is not RFC 3339 (expected like 2026-11-30T07:16:14Z)",
+                e.at
+            )));
+        }
+        let work_s = e.duration_s * e.node_speed;
+        if !work_s.is_finite() {
+            return Err(invalid(format!(
+                "{} s × speed {} overflows",
+                e.duration_s, e.node_speed
+            )));
+        }
+        let conn = self.conn();
+        // SQLite's date functions give the instant (so that offsets other
+        // than Z order correctly) and check the ranges (month 1–12, ...).
+        let at_unix: Option<f64> = conn
+            .query_row(
+                "SELECT unixepoch(?1, 'subsec')",
+                [e.at.to_ascii_uppercase()],
+                |r| r.get(0),
+            )
+            .map_err(|err| sql_error(&self.path, "recording a build", err))?;
+        let Some(at_unix) = at_unix else {
+            return Err(invalid(format!("time {:?} is not a valid date", e.at)));
+        };
+        conn.execute(
+            "INSERT INTO builds (target, key, node, node_speed, duration_s, work_s, output_mb,
+                                 steps_total, steps_cached, status, at, at_unix)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                e.target,
+                e.key,
+                e.node,
+                e.node_speed,
+                e.duration_s,
+                work_s,
+                e.output_mb,
+                steps_total,
+                steps_cached,
+                e.status,
+                e.at,
+                at_unix,
+            ],
+        )
+        .map_err(|err| sql_error(&self.path, "recording a build", err))?;
+        Ok(())
+    }
+
+    /// What each target costs according to its history: over its last
+    /// [`WINDOW`] successful, not fully cached builds (by `at`, then by
+    /// recording order), the median `work_s` and the median `output_mb` of
+    /// those that know it. Only targets with at least `min_samples` such
+    /// builds are returned (so a `min_samples` above [`WINDOW`] returns
+    /// none).
+    ///
+    /// A window function picks the last [`WINDOW`] rows per target; the
+    /// medians are taken here (SQLite has no median): the middle value of an
+    /// odd count, the mean of the two middle values of an even one.
+    pub fn costs(&self, min_samples: usize) -> Result<BTreeMap<String, LearnedCost>, StoreError> {
+        let conn = self.conn();
+        let sql = "SELECT target, work_s, output_mb FROM (
+                       SELECT target, work_s, output_mb,
+                              row_number() OVER (PARTITION BY target
+                                                 ORDER BY at_unix DESC, id DESC) AS n
+                       FROM builds
+                       WHERE status = ?1 AND steps_cached < steps_total
+                   )
+                   WHERE n <= ?2
+                   ORDER BY target";
+        let err = |e| sql_error(&self.path, "reading the build history", e);
+        let mut stmt = conn.prepare(sql).map_err(err)?;
+        let window = i64::try_from(WINDOW).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![STATUS_BUILT, window], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, f64>(1)?,
+                    r.get::<_, Option<f64>>(2)?,
+                ))
+            })
+            .map_err(err)?;
+        let mut samples: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        for row in rows {
+            let (target, work_s, output_mb) = row.map_err(err)?;
+            let (work, output) = samples.entry(target).or_default();
+            work.push(work_s);
+            output.extend(output_mb);
+        }
+        let mut costs = BTreeMap::new();
+        for (target, (work, output)) in samples {
+            let n = work.len();
+            if n < min_samples {
+                continue;
+            }
+            if let Some(work_s) = median(work) {
+                let output_mb = median(output);
+                costs.insert(
+                    target,
+                    LearnedCost {
+                        work_s,
+                        output_mb,
+                        samples: n,
+                    },
+                );
+            }
+        }
+        Ok(costs)
+    }
+}
+
+/// The median: the middle value of an odd count, the mean of the two middle
+/// values of an even one; `None` for no values.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, the form RFC 3339 requires
+/// (`t`, `z` and a space for the `T` accepted, as RFC 3339 allows). The
+/// ranges are checked by SQLite when recording.
+fn rfc3339_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone())
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    if !(digits(0..4)
+        && b.get(4) == Some(&b'-')
+        && digits(5..7)
+        && b.get(7) == Some(&b'-')
+        && digits(8..10)
+        && matches!(b.get(10), Some(b'T' | b't' | b' '))
+        && digits(11..13)
+        && b.get(13) == Some(&b':')
+        && digits(14..16)
+        && b.get(16) == Some(&b':')
+        && digits(17..19))
+    {
+        return false;
+    }
+    let mut i = 19;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    match &b[i..] {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|d| d.is_ascii_digit()),
+        _ => false,
+    }
+}
+
+/// Puts the database in WAL mode, which lets readers and one writer proceed
+/// at once and persists in the file. Done after the schema check, so that a
+/// refused database is left as it was.
+///
+/// The switch needs the database to itself, and SQLite reports another
+/// connection's activity as busy at once instead of calling the busy
+/// handler, so it is retried until [`BUSY_TIMEOUT`]. Once the file is in
+/// WAL mode (every open after the first) there is nothing to switch. The
+/// resulting mode is not checked: where WAL is impossible (some network
+/// filesystems) SQLite keeps its rollback journal, slower under contention
+/// but equally correct.
+fn set_wal(path: &Path, conn: &Connection) -> Result<(), StoreError> {
+    let err = |e| sql_error(path, "setting the journal mode", e);
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .map_err(err)?;
+    if mode.eq_ignore_ascii_case("wal") {
+        return Ok(());
+    }
+    let start = std::time::Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())) {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(err(e)),
+        }
+    }
+}
+
+/// Creates the schema in an empty database, or checks the version of an
+/// existing one. Runs in an immediate transaction, so that two processes
+/// opening a new file at once create the schema once.
+fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
+    let err = |e| sql_error(path, "reading the build history's schema", e);
+    let refuse = |detail: String| StoreError::Unavailable {
+        location: path.display().to_string(),
+        detail,
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    let has_meta: bool = tx
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'meta'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(err)?
+        > 0;
+    if !has_meta {
+        let tables: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(err)?;
+        if tables > 0 {
+            return Err(refuse(
+                "this SQLite database is not a kiln build history (it has tables but no \
+                 `meta` table); move it away or choose another file"
+                    .into(),
+            ));
+        }
+        tx.execute_batch(SCHEMA_V1).map_err(err)?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
+            [SCHEMA_VERSION.to_string()],
+        )
+        .map_err(err)?;
+        return tx.commit().map_err(err);
+    }
+    let version: Option<String> = tx
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err)?;
+    let Some(version) = version else {
+        return Err(refuse(
+            "the build history has no schema version; move it away (kiln starts a new \
+             history)"
+                .into(),
+        ));
+    };
+    match version.trim().parse::<u32>() {
+        Ok(SCHEMA_VERSION) => Ok(()),
+        // Migrations from older versions go here, each one step, in this
+        // transaction, ending with the version updated.
+        Ok(v) if v > SCHEMA_VERSION => Err(refuse(format!(
+            "the build history has schema version {v}, written by a newer kiln; this kiln \
+             reads version {SCHEMA_VERSION}. Use the newer kiln, or move the file away \
+             (this kiln then starts a new history)"
+        ))),
+        _ => Err(refuse(format!(
+            "the build history has an unknown schema version {version:?} (this kiln reads \
+             version {SCHEMA_VERSION}); move it away (kiln starts a new history)"
+        ))),
+    }
+}
+
+/// A SQLite error as a [`StoreError`] naming the file; a file that is not a
+/// database, or a damaged one, says to move it away.
+fn sql_error(path: &Path, what: &str, e: rusqlite::Error) -> StoreError {
+    let detail = match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => format!(
+            "{what}: the file is not a readable SQLite database ({e}); move it away (kiln \
+             starts a new history)"
+        ),
+        _ => format!("{what}: {e}"),
+    };
+    StoreError::Unavailable {
+        location: path.display().to_string(),
+        detail,
+    }
+}

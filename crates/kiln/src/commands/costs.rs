@@ -1,0 +1,133 @@
+//! Where a target's cost comes from, for the fleet schedule: recorded
+//! history first (median work of the last real builds, normalised by node
+//! speed; `.kiln/history.sqlite`), then the costs file, then the documented
+//! default (docs/scheduling.md). Memory requirements come only from the
+//! file. Also records finished builds into the history.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kiln_plan::schedule::{Cost, CostsFile, DEFAULT_COST};
+use kiln_store::history::{BuildEvent, History, LearnedCost};
+
+/// Where a cost came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    History,
+    File,
+    Default,
+}
+
+/// Costs learned from the history file, if it exists (it is never created
+/// just to be read). A history that cannot be read is a warning.
+pub fn learned(path: &Path) -> BTreeMap<String, LearnedCost> {
+    if !path.exists() {
+        return BTreeMap::new();
+    }
+    match History::open(path).and_then(|h| h.costs(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warning: build history not used: {e}");
+            BTreeMap::new()
+        }
+    }
+}
+
+/// The cost of `target` and where it came from.
+pub fn cost_of(
+    target: &str,
+    file: &CostsFile,
+    learned: &BTreeMap<String, LearnedCost>,
+) -> (Cost, Source) {
+    let base = file.get(target).copied();
+    match (learned.get(target), base) {
+        (Some(l), b) => {
+            let b = b.unwrap_or(DEFAULT_COST);
+            (
+                Cost {
+                    work_s: l.work_s,
+                    output_mb: l.output_mb.unwrap_or(b.output_mb),
+                    min_memory_gb: b.min_memory_gb,
+                },
+                Source::History,
+            )
+        }
+        (None, Some(c)) => (c, Source::File),
+        (None, None) => (DEFAULT_COST, Source::Default),
+    }
+}
+
+/// Records what a run built (built or failed; skipped and blocked targets
+/// did no work) into the history; `speed` gives a node's relative speed
+/// (1.0 when unknown). Failures to record are warnings.
+pub fn record(path: &Path, summary: &kiln_engine::RunSummary, speed: impl Fn(&str) -> f64) {
+    use kiln_engine::TargetStatus;
+    let events: Vec<BuildEvent> = summary
+        .targets
+        .iter()
+        .filter(|t| matches!(t.status, TargetStatus::Built | TargetStatus::Failed))
+        .filter(|t| t.duration_s > 0.0)
+        .map(|t| BuildEvent {
+            target: t.name.clone(),
+            key: t.key.clone(),
+            node: t.node.clone(),
+            node_speed: speed(&t.node),
+            duration_s: t.duration_s,
+            output_mb: None,
+            steps_total: t.steps.total as u64,
+            steps_cached: t.steps.cached as u64,
+            status: if t.status == TargetStatus::Built {
+                kiln_store::history::STATUS_BUILT.into()
+            } else {
+                kiln_store::history::STATUS_FAILED.into()
+            },
+            at: kiln_engine::run::now_rfc3339(),
+        })
+        .collect();
+    if events.is_empty() {
+        return;
+    }
+    let r = History::open(path).and_then(|h| events.iter().try_for_each(|e| h.record(e)));
+    if let Err(e) = r {
+        eprintln!("warning: could not record the build history: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_then_file_then_default() {
+        let file = CostsFile::parse(
+            "costs.toml",
+            "[target.a]\nwork_s = 100\noutput_mb = 10\nmin_memory_gb = 8\n[target.b]\nwork_s = 50\noutput_mb = 5\n",
+        )
+        .unwrap();
+        let learned: BTreeMap<String, LearnedCost> = [(
+            "a".to_string(),
+            LearnedCost {
+                work_s: 42.0,
+                output_mb: None,
+                samples: 3,
+            },
+        )]
+        .into();
+        let (c, src) = cost_of("a", &file, &learned);
+        assert_eq!(src, Source::History);
+        assert_eq!(c.work_s, 42.0);
+        assert_eq!(
+            c.output_mb, 10.0,
+            "output from the file when history has none"
+        );
+        assert_eq!(c.min_memory_gb, 8.0, "memory only from the file");
+        assert_eq!(
+            cost_of("b", &file, &learned),
+            (file.get("b").copied().unwrap(), Source::File)
+        );
+        assert_eq!(
+            cost_of("c", &file, &learned),
+            (DEFAULT_COST, Source::Default)
+        );
+    }
+}
