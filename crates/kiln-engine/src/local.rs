@@ -284,6 +284,16 @@ impl LocalEngine {
                             detail: msg,
                         });
                     }
+                    // The progress stream can be cut after the export
+                    // (the daemon's last message truncated). The per-run
+                    // build tag exists only if this build exported its
+                    // image, and no step failed: then the build is done.
+                    if tracker.failure().is_none()
+                        && let Some(id) = self.image_id(build_tag).await
+                    {
+                        image_id = Some(id);
+                        break;
+                    }
                     error = Some(error_chain(&e));
                     break;
                 }
