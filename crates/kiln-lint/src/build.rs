@@ -173,6 +173,10 @@ pub struct Build {
     pub writer: String,
     /// A matrix job: several copies of this build run at once.
     pub matrix: bool,
+    /// Built by kiln, whose cache policy adds a commit-independent ref,
+    /// imported and exported (`kiln lint --kiln`): the rules about missing
+    /// cache refs do not apply.
+    pub policy_applied: bool,
 }
 
 impl Build {
@@ -193,6 +197,7 @@ impl Build {
             args: BTreeMap::new(),
             writer: writer.into(),
             matrix: false,
+            policy_applied: false,
         }
     }
 }
@@ -426,7 +431,8 @@ fn check_one(b: &Build, c: &mut Collector) {
     let tags: Vec<String> = b.tags.iter().flatten().map(|t| normalize_ref(t)).collect();
     let imports: Vec<&CacheEntry> = b.cache_from.iter().filter(|e| e.is_registry()).collect();
     let is_tag = |r: &str| tags.contains(&normalize_ref(r));
-    if !tags.is_empty()
+    if !b.policy_applied
+        && !tags.is_empty()
         && imports.len() == b.cache_from.len()
         && let Some(shown) = all_possible(&imports, is_tag)
     {
@@ -447,7 +453,9 @@ fn check_one(b: &Build, c: &mut Collector) {
         .chain(&b.cache_to)
         .filter(|e| !e.refs.is_empty())
         .collect();
-    if let Some(shown) = all_possible(&all, names::is_per_commit_value) {
+    if let Some(shown) =
+        all_possible(&all, names::is_per_commit_value).filter(|_| !b.policy_applied)
+    {
         c.add(
             PER_COMMIT_ONLY,
             &all[0].loc,
@@ -460,7 +468,7 @@ fn check_one(b: &Build, c: &mut Collector) {
 
     // no-cache-export.
     let exports_inline = b.inline_arg.is_some() && !b.buildx;
-    if b.pushes && b.cache_to.is_empty() && !exports_inline {
+    if b.pushes && b.cache_to.is_empty() && !exports_inline && !b.policy_applied {
         c.add(
             NO_CACHE_EXPORT,
             &b.loc,

@@ -165,10 +165,32 @@ pub(crate) fn read(path: &Path, c: &mut Collector) -> Option<String> {
 /// # Errors
 /// A path that does not exist (the caller's usage error).
 pub fn lint(paths: &[PathBuf]) -> Result<Report, String> {
+    lint_with(paths, &Options::default())
+}
+
+/// How to lint.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The bake files are built by kiln, which applies its cache policy
+    /// (docs/cache-policy.md): `cache-from-self`, `cache-per-commit-only`
+    /// and `no-cache-export` are not reported for bake targets. Workflows
+    /// and Dockerfiles are checked as always.
+    pub kiln: bool,
+}
+
+/// [`lint`] with options.
+///
+/// # Errors
+/// A path that does not exist (the caller's usage error).
+pub fn lint_with(paths: &[PathBuf], opts: &Options) -> Result<Report, String> {
     let found = discover::discover(paths)?;
     let mut c = Collector::default();
     for group in &found.bake {
         bake::lint(group, &mut c);
+    }
+    // Bake targets are collected first: they are the builds kiln runs.
+    for b in &mut c.builds {
+        b.policy_applied = opts.kiln;
     }
     for w in &found.workflows {
         workflow::lint(w, &mut c);

@@ -108,6 +108,10 @@ pub struct LintArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = LintFormat::Text)]
     pub format: LintFormat,
+    /// The bake files are built by kiln, which applies its cache policy:
+    /// missing cache refs of bake targets are not findings.
+    #[arg(long)]
+    pub kiln: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

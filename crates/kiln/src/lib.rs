@@ -106,6 +106,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             let s = commands::lint::LintSettings {
                 paths: a.paths,
                 format: a.format,
+                kiln: a.kiln,
             };
             commands::lint::run(s, out)
         }

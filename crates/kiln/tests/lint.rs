@@ -113,3 +113,30 @@ fn missing_path_exits_2() {
     let o = kiln(&fixture("clean"), &["lint", "--format", "xml"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// A kiln project's bake file has no cache-to because kiln applies the
+/// cache policy: `--kiln` says so, and only the other rules remain.
+#[test]
+fn kiln_built_bake_files_need_no_hand_written_cache() {
+    let twin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twin");
+    let o = kiln(&twin, &["lint", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"no-cache-export\""), "{}", stdout(&o));
+    let o = kiln(&twin, &["lint", "--kiln", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rules: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert!(!rules.is_empty(), "the other rules still run");
+    for r in [
+        "no-cache-export",
+        "cache-from-self",
+        "cache-per-commit-only",
+    ] {
+        assert!(!rules.contains(&r), "{r} in {rules:?}");
+    }
+}
