@@ -31,13 +31,7 @@ fn kiln(dir: &Path, args: &[&str]) -> Output {
     common::kiln_clean(dir, args)
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{stderr, stdout};
 
 const STACK: &str = r#"variable "TAG" { default = "dev" }
 group "default" { targets = ["app"] }

@@ -32,13 +32,7 @@ fn kiln(args: &[&str], stdin: Option<&[u8]>) -> Output {
     child.wait_with_output().expect("kiln output")
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{stderr, stdout};
 
 fn report(path: &Path) -> serde_json::Value {
     let p = path.to_str().expect("utf-8 path");

@@ -18,13 +18,7 @@ fn kiln(dir: &Path, args: &[&str]) -> Output {
     common::kiln_clean(dir, args)
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{stderr, stdout};
 
 #[test]
 fn seed000_text_exits_1() {

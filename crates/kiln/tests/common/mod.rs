@@ -44,6 +44,16 @@ pub fn kiln_clean(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("run kiln")
 }
 
+/// A command's stdout as text.
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's stderr as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// The seed's 27 edges (`stacks/rocm/edges.txt`), dependency first.
 pub fn seed_edges() -> BTreeSet<(String, String)> {
     std::fs::read_to_string(root().join("stacks/rocm/edges.txt"))
