@@ -11,6 +11,8 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
+use kiln_util::error_chain;
+
 use crate::context;
 use crate::error::EngineError;
 use crate::events::Reporter;
@@ -329,21 +331,6 @@ impl LocalEngine {
 /// daemon closed): safe to send again, nothing ran.
 fn is_send_error(e: &bollard::errors::Error) -> bool {
     error_chain(e).contains("SendRequest")
-}
-
-/// An error with its sources, so "client error (SendRequest)" says why.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let t = s.to_string();
-        if !msg.contains(&t) {
-            msg.push_str(": ");
-            msg.push_str(&t);
-        }
-        src = s.source();
-    }
-    msg
 }
 
 fn is_connection_error(msg: &str) -> bool {

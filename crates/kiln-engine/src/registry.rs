@@ -23,11 +23,12 @@
 //! token exchange, `HEAD`, the `GET` fallback and retries), so a registry
 //! that accepts connections and never answers cannot hang a run.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_plan::ImageRef;
+use kiln_store::registry_io::{install_tls_provider, is_loopback, retry};
+use kiln_util::error_chain;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
@@ -182,21 +183,6 @@ fn check_digest(d: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `localhost`, `127.0.0.0/8` or `::1`, with or without a port.
-fn is_loopback(domain: &str) -> bool {
-    if let Some(v6) = domain.strip_prefix('[') {
-        return v6
-            .split_once(']')
-            .and_then(|(addr, _)| addr.parse::<std::net::Ipv6Addr>().ok())
-            .is_some_and(|a| a.is_loopback());
-    }
-    let host = domain.split_once(':').map_or(domain, |(h, _)| h);
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|a| a.is_loopback())
-}
-
 impl Registry {
     /// A client whose every [`resolve`](Registry::resolve) finishes within
     /// `timeout` (connecting: within the smaller of `timeout` and 10 s).
@@ -216,12 +202,7 @@ impl Registry {
         self.inner
             .clients
             .get_or_init(|| {
-                // oci-client's HTTPS is rustls without a built-in crypto
-                // provider: install ring, which the workspace already builds
-                // (a provider installed earlier, e.g. by kiln-store's OCI
-                // backend, is kept). The same line is in kiln-store's
-                // `OciStore::new`.
-                let _ = rustls::crypto::ring::default_provider().install_default();
+                install_tls_provider();
                 let client = |protocol| {
                     Client::try_from(ClientConfig {
                         protocol,
@@ -317,30 +298,6 @@ impl Registry {
     }
 }
 
-/// Runs a registry call, and again after 50 ms and 250 ms while the
-/// registry answers 5xx (not 501): a manifest read is idempotent, and the
-/// distribution filesystem driver answers 500 to a tag read racing a write.
-async fn retry<T, F, Fut>(mut op: F) -> Result<T, OciDistributionError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, OciDistributionError>>,
-{
-    let mut delays = [50, 250].into_iter();
-    loop {
-        match op().await {
-            Err(e @ OciDistributionError::ServerError { code, .. })
-                if (500..=599).contains(&code) && code != 501 =>
-            {
-                match delays.next() {
-                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-                    None => return Err(e),
-                }
-            }
-            r => return r,
-        }
-    }
-}
-
 fn auth_detail(status: u16, name: &str) -> String {
     if status == 407 {
         format!(
@@ -355,20 +312,6 @@ fn auth_detail(status: u16, name: &str) -> String {
              for a repository that does not exist"
         )
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 fn connection_refused(e: &(dyn std::error::Error + 'static)) -> bool {

@@ -651,7 +651,7 @@ async fn a_cache_only_manifest_is_found_by_a_raw_manifest_request() {
         .unwrap()
         .as_nanos();
     let repo = format!("kiln-test/cache-{}-{nanos}", std::process::id());
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    kiln_store::registry_io::install_tls_provider();
     let client = Client::new(ClientConfig {
         protocol: ClientProtocol::Http,
         use_monolithic_push: true,

@@ -24,6 +24,7 @@
 mod fs;
 pub mod history;
 mod oci;
+pub mod registry_io;
 
 pub use fs::FsStore;
 pub use history::{BuildEvent, History, LearnedCost};

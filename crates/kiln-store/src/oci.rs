@@ -49,6 +49,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::registry_io::{is_loopback, retry};
+use kiln_util::error_chain;
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
@@ -245,14 +247,6 @@ fn check_repository(repo: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host == "[::1]"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|a| a.is_loopback())
-}
-
 fn is_tag_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')
 }
@@ -311,20 +305,6 @@ fn auth_message(code: u16) -> String {
              refused them"
         )
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let t = c.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 fn classify(e: OciDistributionError, timeout: Duration) -> Fail {
@@ -421,31 +401,6 @@ fn classify(e: OciDistributionError, timeout: Duration) -> Fail {
     }
 }
 
-/// Runs a registry call, and again after 50 ms and 250 ms while the
-/// registry answers 5xx (not 501). Every call kiln makes is idempotent, and
-/// the distribution filesystem driver answers 500 to a tag read that races
-/// a write of the same tag.
-async fn retry<T, F, Fut>(mut op: F) -> Result<T, OciDistributionError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, OciDistributionError>>,
-{
-    let mut delays = [50, 250].into_iter();
-    loop {
-        match op().await {
-            Err(e @ OciDistributionError::ServerError { code, .. })
-                if (500..=599).contains(&code) && code != 501 =>
-            {
-                match delays.next() {
-                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-                    None => return Err(e),
-                }
-            }
-            r => return r,
-        }
-    }
-}
-
 // ------------------------------------------------------------------ worker
 
 type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -538,9 +493,7 @@ impl OciStore {
     /// connecting is bounded by the smaller of it and 10 s).
     pub fn new(location: &str) -> Result<OciStore, StoreError> {
         let loc = OciLocation::parse(location)?;
-        // oci-client's HTTPS uses rustls without a built-in crypto provider;
-        // kiln uses ring (already installed by someone else is fine too).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::registry_io::install_tls_provider();
         let env = |names: [&str; 2]| {
             names
                 .iter()
