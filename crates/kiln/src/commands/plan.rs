@@ -366,33 +366,61 @@ fn buildx_hand_over(
 /// raw manifest request (`HEAD`), which finds cache-only manifests too.
 /// A ref whose registry cannot be asked stays unprobed.
 fn probe_cache_refs(plan: &mut kiln_plan::Plan) -> Result<(), CliError> {
-    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(10))
-        .map_err(|e| CliError::env(e.to_string()))?;
-    let rt = super::build::runtime()?;
-    let mut seen: std::collections::HashMap<String, Option<bool>> = Default::default();
-    for t in &mut plan.targets {
-        for c in &mut t.cache {
-            for e in &mut c.from {
-                let Some(r) = e.reference().map(String::from) else {
-                    continue;
-                };
-                if e.kind() != "registry" {
-                    continue;
-                }
-                let found = seen.entry(r.clone()).or_insert_with(|| {
-                    use kiln_engine::registry::Resolution;
-                    match rt.block_on(registry.check(&r)) {
-                        Ok(Resolution::Found(_)) => Some(true),
-                        Ok(Resolution::Absent) => Some(false),
-                        Err(err) => {
-                            eprintln!("warning: cannot probe cache ref {r}: {err}");
-                            None
-                        }
-                    }
-                });
-                e.exists = *found;
-            }
+    let refs = plan
+        .targets
+        .iter()
+        .flat_map(|t| t.cache.iter())
+        .flat_map(|c| c.from.iter())
+        .filter(|e| e.kind() == "registry")
+        .filter_map(|e| e.reference().map(String::from));
+    let found = probe_refs(refs)?;
+    for e in plan
+        .targets
+        .iter_mut()
+        .flat_map(|t| t.cache.iter_mut())
+        .flat_map(|c| c.from.iter_mut())
+    {
+        if let Some(r) = e.reference() {
+            e.exists = found.get(r).copied().flatten();
         }
     }
     Ok(())
+}
+
+/// Whether each registry ref exists (a raw manifest request; a cache-only
+/// manifest counts): `Some(true|false)`, or `None` when its registry could
+/// not be asked. Each ref is asked once; a registry that fails once is not
+/// asked again (one warning per registry).
+pub fn probe_refs(
+    refs: impl IntoIterator<Item = String>,
+) -> Result<std::collections::HashMap<String, Option<bool>>, CliError> {
+    use kiln_engine::registry::Resolution;
+    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(10))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    let rt = super::build::runtime()?;
+    let mut out = std::collections::HashMap::new();
+    let mut dead: std::collections::HashSet<String> = Default::default();
+    for r in refs {
+        if out.contains_key(&r) {
+            continue;
+        }
+        let host = kiln_plan::ImageRef::parse(&r)
+            .map(|i| i.domain().to_string())
+            .unwrap_or_default();
+        let found = if dead.contains(&host) {
+            None
+        } else {
+            match rt.block_on(registry.check(&r)) {
+                Ok(Resolution::Found(_)) => Some(true),
+                Ok(Resolution::Absent) => Some(false),
+                Err(err) => {
+                    eprintln!("warning: cannot probe cache refs on {host}: {err}");
+                    dead.insert(host);
+                    None
+                }
+            }
+        };
+        out.insert(r, found);
+    }
+    Ok(out)
 }

@@ -182,11 +182,7 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
 /// that the registry does not hold: warnings, never failures. Refs whose
 /// registry cannot be asked are left out.
 fn missing_cache_refs(planned: &Planned) -> Result<Vec<(String, String)>, CliError> {
-    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(10))
-        .map_err(|e| CliError::env(e.to_string()))?;
-    let rt = super::build::runtime()?;
-    let mut out = Vec::new();
-    let mut dead: std::collections::HashSet<String> = Default::default();
+    let mut wanted: Vec<(String, String)> = Vec::new();
     for t in &planned.plan.targets {
         let Some(bt) = planned.targets.get(&t.name) else {
             continue;
@@ -198,25 +194,14 @@ fn missing_cache_refs(planned: &Planned) -> Result<Vec<(String, String)>, CliErr
             true,
         );
         for e in policies.iter().flat_map(|p| p.from.iter()) {
-            let Some(r) = e.reference().filter(|_| e.kind() == "registry") else {
-                continue;
-            };
-            let host = kiln_plan::ImageRef::parse(r)
-                .map(|i| i.domain().to_string())
-                .unwrap_or_default();
-            if dead.contains(&host) {
-                continue;
-            }
-            match rt.block_on(registry.check(r)) {
-                Ok(kiln_engine::registry::Resolution::Absent) => {
-                    out.push((t.name.clone(), r.to_string()));
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    dead.insert(host);
-                }
+            if let Some(r) = e.reference().filter(|_| e.kind() == "registry") {
+                wanted.push((t.name.clone(), r.to_string()));
             }
         }
     }
-    Ok(out)
+    let found = super::plan::probe_refs(wanted.iter().map(|(_, r)| r.clone()))?;
+    Ok(wanted
+        .into_iter()
+        .filter(|(_, r)| found.get(r) == Some(&Some(false)))
+        .collect())
 }
