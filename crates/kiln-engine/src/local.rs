@@ -356,14 +356,9 @@ pub fn split_reference(r: &str) -> (String, String) {
     if let Some(d) = digest {
         return (name.to_string(), d.to_string());
     }
-    let slash = name.rfind('/').map(|i| i + 1).unwrap_or(0);
-    match name[slash..].rfind(':') {
-        Some(i) => (
-            name[..slash + i].to_string(),
-            name[slash + i + 1..].to_string(),
-        ),
-        None => (name.to_string(), "latest".to_string()),
-    }
+    let repo = kiln_plan::repository_name(name);
+    let tag = name.get(repo.len() + 1..).unwrap_or("latest");
+    (repo.to_string(), tag.to_string())
 }
 
 #[cfg(test)]

@@ -652,13 +652,7 @@ struct Produced {
 
 /// `repo:tag` pushed as `digest` → `repo@digest` (immutable).
 fn by_digest(reference: &str, digest: &str) -> String {
-    let name = reference.split('@').next().unwrap_or(reference);
-    let slash = name.rfind('/').map_or(0, |i| i + 1);
-    let repo = match name[slash..].rfind(':') {
-        Some(i) => &name[..slash + i],
-        None => name,
-    };
-    format!("{repo}@{digest}")
+    format!("{}@{digest}", kiln_plan::repository_name(reference))
 }
 
 /// The references dependents on node `k` use: the unique local tag when

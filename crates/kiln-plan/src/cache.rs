@@ -200,13 +200,7 @@ fn repository(t: &CacheTarget<'_>, s: &CacheSettings) -> Option<String> {
     // Only a valid reference names a repository; keep the user's spelling
     // of it, without tag or digest.
     ImageRef::parse(first)?;
-    let name = first.split('@').next().unwrap_or(first);
-    let last_slash = name.rfind('/').map_or(0, |i| i + 1);
-    let repo = match name[last_slash..].rfind(':') {
-        Some(i) => &name[..last_slash + i],
-        None => name,
-    };
-    Some(repo.to_string())
+    Some(crate::repository_name(first).to_string())
 }
 
 /// The policy for one target on one driver.

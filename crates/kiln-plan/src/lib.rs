@@ -28,5 +28,5 @@ pub use error::GraphError;
 pub use graph::{Edge, EdgeKind, Graph};
 pub use kiln_util::suggest;
 pub use plan::{Plan, PlannedTarget};
-pub use reference::{ImageRef, normalize_reference};
+pub use reference::{ImageRef, normalize_reference, repository_name};
 pub use target::PlanTarget;

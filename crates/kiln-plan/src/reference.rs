@@ -143,6 +143,18 @@ impl fmt::Display for ImageRef {
     }
 }
 
+/// The repository part of `reference` as written — without tag or digest,
+/// a registry port kept (`reg:5000/team/app:1@sha256:…` → `reg:5000/team/app`).
+#[must_use]
+pub fn repository_name(reference: &str) -> &str {
+    let name = reference.split('@').next().unwrap_or(reference);
+    let last_slash = name.rfind('/').map_or(0, |i| i + 1);
+    match name[last_slash..].rfind(':') {
+        Some(i) => &name[..last_slash + i],
+        None => name,
+    }
+}
+
 /// The fully normalised form of `reference` (`busybox` → `docker.io/library/busybox:latest`),
 /// or `None` when it is not a valid image reference.
 #[must_use]
@@ -283,6 +295,15 @@ fn is_image_id(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repository_names_keep_the_spelling_and_drop_tag_and_digest() {
+        assert_eq!(repository_name("reg:5000/team/app:1"), "reg:5000/team/app");
+        assert_eq!(repository_name("reg:5000/team/app"), "reg:5000/team/app");
+        assert_eq!(repository_name("reg:5000/app:1@sha256:abc"), "reg:5000/app");
+        assert_eq!(repository_name("busybox"), "busybox");
+        assert_eq!(repository_name("busybox:1.36"), "busybox");
+    }
 
     const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 

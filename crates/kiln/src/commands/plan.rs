@@ -328,14 +328,7 @@ fn buildx_hand_over(
             .targets
             .get(dep)
             .and_then(|t| t.tags.as_ref()?.first().cloned())
-            .map(|tag| {
-                let name = tag.split('@').next().unwrap_or(&tag).to_string();
-                let slash = name.rfind('/').map_or(0, |i| i + 1);
-                match name[slash..].rfind(':') {
-                    Some(i) => name[..slash + i].to_string(),
-                    None => name,
-                }
-            })
+            .map(|tag| kiln_plan::repository_name(&tag).to_string())
             .unwrap_or_else(|| format!("kiln.local/{dep}"));
         format!("{repo}@<digest of {dep}>")
     };
