@@ -350,38 +350,26 @@ pub async fn predict(
             Some(key) => match store.get(key).map_err(store_err)? {
                 Lookup::Hit(entry) => {
                     let id = entry.record.image_id.clone();
-                    let present = match engine {
-                        Some(e) => e.image_id(&id).await.as_deref() == Some(id.as_str()),
-                        None => false,
-                    };
-                    if present {
-                        outputs.insert(spec.name.clone(), id);
-                        (
-                            Action::Skip,
-                            format!(
-                                "up to date (built {} on {})",
-                                entry.record.built_at, entry.record.node
-                            ),
-                        )
-                    } else if let Some(r) = in_registry(&resolver, &entry.record).await {
-                        outputs.insert(spec.name.clone(), id);
-                        (
-                            Action::Skip,
-                            format!(
-                                "up to date (built {} on {}; will be pulled from {r})",
-                                entry.record.built_at, entry.record.node
-                            ),
-                        )
-                    } else if engine.is_none() {
-                        (
-                            Action::Build,
-                            "recorded, but no engine answers to confirm the image exists".into(),
-                        )
-                    } else {
-                        (
-                            Action::Build,
-                            format!("recorded image {} is gone from the engine", short_id(&id)),
-                        )
+                    let rec = &entry.record;
+                    match locate(engine, &resolver, &spec.name, rec).await {
+                        Located::Engine { .. } => {
+                            outputs.insert(spec.name.clone(), id);
+                            (
+                                Action::Skip,
+                                format!("up to date (built {} on {})", rec.built_at, rec.node),
+                            )
+                        }
+                        Located::Registry(r) => {
+                            outputs.insert(spec.name.clone(), id);
+                            (
+                                Action::Skip,
+                                format!(
+                                    "up to date (built {} on {}; will be pulled from {r})",
+                                    rec.built_at, rec.node
+                                ),
+                            )
+                        }
+                        Located::Gone => gone(engine.is_some(), &id),
                     }
                 }
                 Lookup::Corrupt(why) => (Action::Build, format!("record damaged ({why})")),
@@ -415,6 +403,48 @@ pub async fn predict(
     Ok(out)
 }
 
+/// Where the image of a record can be had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Located {
+    /// The engine holds the image id; `unique_tagged` when its unique
+    /// reference still points at it.
+    Engine { unique_tagged: bool },
+    /// Only a registry holds it, as this `repo@digest` (pushed when built).
+    Registry(String),
+    /// Neither.
+    Gone,
+}
+
+/// Finds the image of `target`'s record: on the engine (its unique
+/// reference answers in one request in the usual case, else the id), else
+/// in a registry it was pushed to. `kiln plan` and `kiln build` decide
+/// skips with this one function.
+pub async fn locate(
+    engine: Option<&LocalEngine>,
+    resolver: &Resolver,
+    target: &str,
+    rec: &kiln_store::Record,
+) -> Located {
+    if let Some(e) = engine {
+        let id = rec.image_id.as_str();
+        let unique = crate::run::local_ref(target, id);
+        if e.image_id(&unique).await.as_deref() == Some(id) {
+            return Located::Engine {
+                unique_tagged: true,
+            };
+        }
+        if e.image_id(id).await.as_deref() == Some(id) {
+            return Located::Engine {
+                unique_tagged: false,
+            };
+        }
+    }
+    match in_registry(resolver, rec).await {
+        Some(r) => Located::Registry(r),
+        None => Located::Gone,
+    }
+}
+
 /// The `repo@digest` under which a registry still holds a recorded image
 /// (pushed when it was built).
 pub async fn in_registry(resolver: &Resolver, rec: &kiln_store::Record) -> Option<String> {
@@ -430,6 +460,21 @@ pub async fn in_registry(resolver: &Resolver, rec: &kiln_store::Record) -> Optio
         }
     }
     None
+}
+
+/// A record whose image is nowhere: build, saying why.
+fn gone(have_engine: bool, id: &str) -> (Action, String) {
+    if have_engine {
+        (
+            Action::Build,
+            format!("recorded image {} is gone from the engine", short_id(id)),
+        )
+    } else {
+        (
+            Action::Build,
+            "recorded, but no engine answers to confirm the image exists".into(),
+        )
+    }
 }
 
 fn short_id(id: &str) -> String {

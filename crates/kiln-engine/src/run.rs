@@ -775,20 +775,20 @@ async fn decide_and_build(
         match store_call(&sh.opts.store, move |s| s.get(&k)).await? {
             Lookup::Hit(entry) => {
                 let rec = entry.record;
-                // The unique reference answers for the image in one request
-                // when it is still there (the usual case); else the id.
-                let unique = local_ref(&spec.name, &rec.image_id);
-                let unique_ok =
-                    node.engine.image_id(&unique).await.as_deref() == Some(&rec.image_id);
-                if unique_ok
-                    || node.engine.image_id(&rec.image_id).await.as_deref() == Some(&rec.image_id)
+                use crate::keys::Located;
+                match crate::keys::locate(Some(&node.engine), &node.resolver, &spec.name, &rec)
+                    .await
                 {
-                    return adopt(sh, node, spec, rec, inputs, rebuilt, unique_ok, None).await;
-                }
-                // Pushed when it was built and still in the registry: pull
-                // it by digest instead of building it again.
-                if let Some(pulled) = pull_recorded(node, &rec).await {
-                    return adopt(sh, node, spec, rec, inputs, rebuilt, false, Some(pulled)).await;
+                    Located::Engine { unique_tagged } => {
+                        return adopt(sh, node, spec, rec, inputs, rebuilt, unique_tagged, None)
+                            .await;
+                    }
+                    // Pushed when it was built and still in the registry:
+                    // pull it by digest instead of building it again.
+                    Located::Registry(r) if pull_recorded(node, &rec, &r).await => {
+                        return adopt(sh, node, spec, rec, inputs, rebuilt, false, Some(r)).await;
+                    }
+                    Located::Registry(_) | Located::Gone => {}
                 }
                 warn(format!(
                     "the record for {key} names image {}, which the engine no longer has; rebuilding",
@@ -926,14 +926,11 @@ async fn adopt(
     })
 }
 
-/// A recorded image the engine lacks but a registry still holds (it was
-/// pushed when built): pulled by digest. Returns the reference pulled, once
-/// the engine holds the recorded image id.
-async fn pull_recorded(node: &Node, rec: &Record) -> Option<String> {
-    let reference = crate::keys::in_registry(&node.resolver, rec).await?;
-    (node.engine.pull(&reference).await.is_ok()
-        && node.engine.image_id(&rec.image_id).await.as_deref() == Some(rec.image_id.as_str()))
-    .then_some(reference)
+/// Pulls a recorded image the engine lacks from `reference` (its
+/// `repo@digest`); true once the engine holds the recorded image id.
+async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> bool {
+    node.engine.pull(reference).await.is_ok()
+        && node.engine.image_id(&rec.image_id).await.as_deref() == Some(rec.image_id.as_str())
 }
 
 /// The current time, RFC 3339 UTC to the second.
