@@ -672,9 +672,13 @@ fn refs_on(produced: &HashMap<String, Produced>, k: usize) -> HashMap<String, St
         .collect()
 }
 
-/// The node a ready target goes to: its placement when that node is alive,
-/// else the live node with the most free slots (queued work counted),
-/// lowest index first. `None` when no node is alive.
+/// What placement needs to know of a node.
+struct Slot<'a> {
+    name: &'a str,
+    alive: bool,
+    capacity: usize,
+}
+
 fn choose(
     sh: &Shared,
     placement: &HashMap<String, String>,
@@ -682,21 +686,46 @@ fn choose(
     target: &str,
     queued: &[usize],
 ) -> Option<usize> {
-    let may = |n: &Node| eligible.get(target).is_none_or(|v| v.contains(&n.name));
+    let slots: Vec<Slot<'_>> = sh
+        .nodes
+        .iter()
+        .map(|n| Slot {
+            name: &n.name,
+            alive: n.alive(),
+            capacity: n.capacity,
+        })
+        .collect();
+    choose_among(&slots, placement, eligible, target, queued)
+}
+
+/// The node a ready target goes to: its placement when that node is alive
+/// and eligible, else the live eligible node with the most free slots
+/// (queued work counted), lowest index first. `None` when no live node may
+/// build it.
+fn choose_among(
+    nodes: &[Slot<'_>],
+    placement: &HashMap<String, String>,
+    eligible: &HashMap<String, Vec<String>>,
+    target: &str,
+    queued: &[usize],
+) -> Option<usize> {
+    let may = |n: &Slot<'_>| {
+        n.alive
+            && eligible
+                .get(target)
+                .is_none_or(|v| v.iter().any(|e| e == n.name))
+    };
     if let Some(name) = placement.get(target)
-        && let Some(k) = sh
-            .nodes
-            .iter()
-            .position(|n| &n.name == name && n.alive() && may(n))
+        && let Some(k) = nodes.iter().position(|n| n.name == name && may(n))
     {
         return Some(k);
     }
-    sh.nodes
+    nodes
         .iter()
         .enumerate()
-        .filter(|(_, n)| n.alive() && may(n))
+        .filter(|(_, n)| may(n))
         .max_by(|(a, na), (b, nb)| {
-            let free = |k: usize, n: &Node| n.capacity as i64 - queued[k] as i64;
+            let free = |k: usize, n: &Slot<'_>| n.capacity as i64 - queued[k] as i64;
             free(*a, na).cmp(&free(*b, nb)).then(b.cmp(a))
         })
         .map(|(k, _)| k)
@@ -1104,6 +1133,64 @@ fn explain_failure(spec: &BuildSpec, msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placement_falls_back_to_live_eligible_nodes_with_free_slots() {
+        let nodes = |alive: [bool; 3]| {
+            ["a", "b", "c"]
+                .into_iter()
+                .zip(alive)
+                .zip([1, 2, 1])
+                .map(|((name, alive), capacity)| Slot {
+                    name,
+                    alive,
+                    capacity,
+                })
+                .collect::<Vec<_>>()
+        };
+        let placement: HashMap<String, String> = [("t".to_string(), "c".to_string())].into();
+        let none: HashMap<String, Vec<String>> = HashMap::new();
+        let unplaced: HashMap<String, String> = HashMap::new();
+        let all_up = nodes([true; 3]);
+        // The placement wins while its node is alive, even if busy.
+        assert_eq!(
+            choose_among(&all_up, &placement, &none, "t", &[0, 0, 5]),
+            Some(2)
+        );
+        // Its node dead: the live node with the most free slots (b has 2).
+        let c_dead = nodes([true, true, false]);
+        assert_eq!(
+            choose_among(&c_dead, &placement, &none, "t", &[0, 0, 0]),
+            Some(1)
+        );
+        // Queued work counts; ties go to the lower index.
+        assert_eq!(
+            choose_among(&c_dead, &placement, &none, "t", &[0, 1, 0]),
+            Some(0)
+        );
+        // Memory eligibility: only c may build t; c dead → nowhere.
+        let only_c: HashMap<String, Vec<String>> =
+            [("t".to_string(), vec!["c".to_string()])].into();
+        assert_eq!(
+            choose_among(&all_up, &unplaced, &only_c, "t", &[0, 0, 0]),
+            Some(2)
+        );
+        assert_eq!(
+            choose_among(&c_dead, &placement, &only_c, "t", &[0, 0, 0]),
+            None
+        );
+        // A placement on an ineligible node is not followed.
+        let only_a: HashMap<String, Vec<String>> =
+            [("t".to_string(), vec!["a".to_string()])].into();
+        assert_eq!(
+            choose_among(&all_up, &placement, &only_a, "t", &[0, 0, 0]),
+            Some(0)
+        );
+        assert_eq!(
+            choose_among(&nodes([false; 3]), &unplaced, &none, "t", &[0, 0, 0]),
+            None
+        );
+    }
 
     #[test]
     fn local_refs_are_unique_and_valid() {

@@ -352,3 +352,54 @@ fn build_reports_a_missing_dockerfile_with_its_position() {
     assert!(e.contains("Dockerfile.a does not exist"), "{e}");
     assert!(e.contains("docker-bake.hcl:2:16"), "{e}");
 }
+
+/// A fleet run hands every target over through the registry, so a target
+/// without a tag is refused before anything starts, saying how to fix it.
+#[test]
+fn fleet_build_refuses_an_untagged_target() {
+    let dir = workspace(&[
+        ("docker-bake.hcl", "target \"app\" {}\n"),
+        ("Dockerfile", "FROM scratch\n"),
+        (
+            "fleet.toml",
+            "[[node]]\nname = \"n1\"\nendpoint = \"unix:///nonexistent/kiln.sock\"\ncores = 2\nmemory_gb = 4\nlink_mbps = 100\n",
+        ),
+    ]);
+    let o = kiln(&dir, &["build", "--fleet", "fleet.toml", "app"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("target app: a fleet run hands every target"),
+        "{e}"
+    );
+    assert!(e.contains("--set app.tags="), "{e}");
+}
+
+/// `kiln fleet` with no node answering: each is listed as down with the
+/// reason, and the exit code says infrastructure (3).
+#[test]
+fn fleet_with_every_node_down_is_exit_3() {
+    let dir = workspace(&[(
+        "fleet.toml",
+        "[[node]]\nname = \"n1\"\nendpoint = \"unix:///nonexistent/a.sock\"\ncores = 2\nmemory_gb = 4\nlink_mbps = 100\n\n[[node]]\nname = \"n2\"\nendpoint = \"unix:///nonexistent/b.sock\"\ncores = 2\nmemory_gb = 4\nlink_mbps = 100\n",
+    )]);
+    let o = kiln(&dir, &["fleet", "--fleet", "fleet.toml"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("n1    down") && out.contains("n2    down"),
+        "{out}"
+    );
+    assert!(
+        stderr(&o).contains("no node of the fleet answers"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kiln(&dir, &["fleet", "--fleet", "missing.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot read the fleet file missing.toml"),
+        "{}",
+        stderr(&o)
+    );
+}
