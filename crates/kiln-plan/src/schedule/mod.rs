@@ -25,7 +25,8 @@ mod render;
 
 pub use input::{Cost, CostEntry, CostsFile, DEFAULT_COST, Fleet, InputError, Node};
 pub use model::{
-    Assignment, Job, Problem, ProblemError, Violation, lower_bound, makespan, validate,
+    Assignment, Job, Problem, ProblemError, Violation, lower_bound, makespan, tight_lower_bound,
+    validate,
 };
 pub use render::{Report, ReportAssignment, render_svg, render_text};
 
@@ -55,7 +56,10 @@ pub struct Schedule {
     pub policy: Policy,
     pub assignments: Vec<Assignment>,
     pub makespan_s: f64,
+    /// [`lower_bound`]: the contract's bound (longest chain, total work over the fleet).
     pub lower_bound_s: f64,
+    /// [`tight_lower_bound`]: also proven, never below `lower_bound_s`.
+    pub tight_lower_bound_s: f64,
 }
 
 /// Schedules every target of `p` that is not already published.
@@ -74,6 +78,7 @@ pub fn schedule(p: &Problem, policy: Policy) -> Schedule {
         policy,
         makespan_s: makespan(&assignments),
         lower_bound_s: lower_bound(p),
+        tight_lower_bound_s: tight_lower_bound(p),
         assignments,
     }
 }
@@ -132,6 +137,54 @@ mod tests {
         );
         assert_eq!(s.makespan_s, 470.0);
         assert_eq!(s.lower_bound_s, 350.0);
+    }
+
+    #[test]
+    fn tight_bound_counts_chains_against_the_fastest_slots() {
+        // Two independent chains of 4000 s of work each. One fast slot (speed 2) and two
+        // slow ones (0.5): the chain term is 2000 s, the fleet term 8000 / 3; but the two
+        // chains can use only two slots at once, at most 2 + 0.5, so 8000 / 2.5.
+        let jobs = vec![
+            job("a1", &[], 2000.0, 0.0),
+            job("b1", &[], 2000.0, 0.0),
+            job("a2", &[0], 2000.0, 0.0),
+            job("b2", &[1], 2000.0, 0.0),
+        ];
+        let mut slow = node("slow", 0.5, 8.0, 8.0);
+        slow.slots = 2;
+        let p = Problem::new(jobs, vec![node("fast", 2.0, 8.0, 8.0), slow]).unwrap();
+        assert_eq!(lower_bound(&p), 8000.0 / 3.0);
+        assert_eq!(tight_lower_bound(&p), 8000.0 / 2.5);
+        for policy in [Policy::Kiln, Policy::Greedy] {
+            assert!(schedule(&p, policy).makespan_s >= 8000.0 / 2.5);
+        }
+    }
+
+    #[test]
+    fn tight_bound_counts_pushes_and_memory_classes() {
+        // The chain pays its cheapest build + push: on `fast` 100 + 100, on `wide` 200 + 10.
+        let p = Problem::new(
+            vec![job("a", &[], 200.0, 80.0)],
+            vec![node("fast", 2.0, 6.4, 8.0), node("wide", 1.0, 64.0, 8.0)],
+        )
+        .unwrap();
+        assert_eq!(lower_bound(&p), 100.0);
+        assert_eq!(tight_lower_bound(&p), 200.0);
+        // Three independent 64 GB targets fit only on `big` (speed 1, one slot): 3000 s,
+        // though the fleet as a whole has four times that speed.
+        let big = |n: &str| {
+            let mut j = job(n, &[], 1000.0, 0.0);
+            j.cost.min_memory_gb = 64.0;
+            j
+        };
+        let p = Problem::new(
+            vec![big("x"), big("y"), big("z")],
+            vec![node("big", 1.0, 8.0, 128.0), node("small", 3.0, 8.0, 16.0)],
+        )
+        .unwrap();
+        assert_eq!(lower_bound(&p), 1000.0);
+        assert_eq!(tight_lower_bound(&p), 3000.0);
+        assert_eq!(schedule(&p, Policy::Kiln).makespan_s, 3000.0);
     }
 
     #[test]

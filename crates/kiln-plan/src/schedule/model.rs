@@ -275,6 +275,108 @@ pub fn lower_bound(p: &Problem) -> f64 {
     chain.max(work / capacity)
 }
 
+/// A tighter lower bound than [`lower_bound`], still proven for every schedule of the
+/// model (docs/scheduling.md, "The tight bound"). The largest of:
+///
+/// - the longest dependency chain where each target takes the least
+///   `build_s + push_s` over its eligible nodes (its push precedes its dependents);
+/// - for `k` disjoint dependency chains of total work `W_1 + … + W_k`: their targets run
+///   one at a time per chain, so at most `k` slots serve them at once and
+///   `makespan ≥ (W_1 + … + W_k) / (s_1 + … + s_k)` with `s` the slot speeds, fastest
+///   first (the preemptive bound for uniform machines, Horvath–Lam–Sethi 1977). The
+///   chains are taken greedily, heaviest path first, one per slot but the last;
+/// - for each memory requirement `m`: the work of the targets needing at least `m` GB
+///   over the speed × slots of the nodes that have it (the last is the whole fleet,
+///   [`lower_bound`]'s work term).
+///
+/// Published targets cost nothing and are left out of every term.
+pub fn tight_lower_bound(p: &Problem) -> f64 {
+    let n_jobs = p.jobs.len();
+    let todo = |j: usize| !p.jobs[j].published;
+    // Chain term with the cheapest build + push per target.
+    let mut finish = vec![0.0f64; n_jobs];
+    let mut bound = 0.0f64;
+    for &j in &p.order {
+        if !todo(j) {
+            continue;
+        }
+        let ready = p.jobs[j]
+            .deps
+            .iter()
+            .map(|&d| finish[d])
+            .fold(0.0, f64::max);
+        let own = (0..p.nodes.len())
+            .filter(|&n| p.eligible(j, n))
+            .map(|n| p.build_s(j, n) + p.push_s(j, n))
+            .fold(f64::INFINITY, f64::min);
+        finish[j] = ready + own;
+        bound = bound.max(finish[j]);
+    }
+    // Disjoint chains against the fastest slots.
+    let mut slot_speeds: Vec<f64> = p
+        .nodes
+        .iter()
+        .flat_map(|n| std::iter::repeat_n(n.speed, n.slots as usize))
+        .collect();
+    slot_speeds.sort_by(|a, b| b.total_cmp(a));
+    let mut taken: Vec<bool> = (0..n_jobs).map(|j| !todo(j)).collect();
+    let mut heaviest = vec![0.0f64; n_jobs];
+    let mut via = vec![usize::MAX; n_jobs];
+    let (mut chain_work, mut chain_speed) = (0.0, 0.0);
+    for &speed in slot_speeds.iter().take(slot_speeds.len().saturating_sub(1)) {
+        // The heaviest path through the targets no chain has taken yet.
+        let mut end = None;
+        for &j in &p.order {
+            if taken[j] {
+                continue;
+            }
+            let (best, from) = p.jobs[j]
+                .deps
+                .iter()
+                .filter(|&&d| !taken[d])
+                .map(|&d| (heaviest[d], d))
+                .fold((0.0, usize::MAX), |a, b| if b.0 > a.0 { b } else { a });
+            heaviest[j] = best + p.jobs[j].cost.work_s;
+            via[j] = from;
+            if end.is_none_or(|e: usize| heaviest[j] > heaviest[e]) {
+                end = Some(j);
+            }
+        }
+        let Some(mut j) = end else { break };
+        chain_work += heaviest[j];
+        chain_speed += speed;
+        bound = bound.max(chain_work / chain_speed);
+        loop {
+            taken[j] = true;
+            if via[j] == usize::MAX {
+                break;
+            }
+            j = via[j];
+        }
+    }
+    // Work per memory class against the nodes that can build it.
+    let mut needs: Vec<f64> = (0..n_jobs)
+        .filter(|&j| todo(j))
+        .map(|j| p.jobs[j].cost.min_memory_gb)
+        .collect();
+    needs.sort_by(f64::total_cmp);
+    needs.dedup();
+    for m in needs {
+        let work: f64 = (0..n_jobs)
+            .filter(|&j| todo(j) && p.jobs[j].cost.min_memory_gb >= m)
+            .map(|j| p.jobs[j].cost.work_s)
+            .sum();
+        let capacity: f64 = p
+            .nodes
+            .iter()
+            .filter(|n| n.memory_gb >= m)
+            .map(|n| n.speed * f64::from(n.slots))
+            .sum();
+        bound = bound.max(work / capacity);
+    }
+    bound.max(lower_bound(p))
+}
+
 /// The latest end of a set of assignments (0 for none).
 pub fn makespan(assignments: &[Assignment]) -> f64 {
     assignments.iter().map(|a| a.end_s).fold(0.0, f64::max)
