@@ -4,7 +4,9 @@
 //! `.dockerignore` itself and streams `--progress=plain`, parsed into the
 //! same events as the Engine API driver. Secret values are read by the CLI
 //! from the files or environment variables the bake file names; kiln never
-//! reads, logs or stores them.
+//! reads, logs or stores them. The one secret kiln makes itself, the job
+//! count (`crate::jobs`), is written to a private file in the build's
+//! temporary directory and removed with it.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -14,10 +16,12 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::error::EngineError;
 use crate::events::Reporter;
 use crate::local::{Built, Failed};
-use crate::spec::{BuildSpec, Endpoint};
+use crate::spec::{BuildSpec, Endpoint, SecretSpec};
 use crate::steps::{PlainParser, StepTracker};
 
 /// The command line for one build (without the program), for tests and docs.
+/// `implicit`: secrets kiln adds itself (the job count), after the bake
+/// file's.
 pub fn args(
     endpoint: &Endpoint,
     spec: &BuildSpec,
@@ -25,6 +29,7 @@ pub fn args(
     build_args: &BTreeMap<String, String>,
     build_tag: &str,
     iidfile: &str,
+    implicit: &[SecretSpec],
 ) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-H".into(),
@@ -46,7 +51,7 @@ pub fn args(
     for (k, v) in &spec.labels {
         a.extend(["--label".into(), format!("{k}={v}")]);
     }
-    for s in &spec.secrets {
+    for s in spec.secrets.iter().chain(implicit) {
         let mut v = format!("id={}", s.id);
         if let Some(src) = &s.src {
             v.push_str(&format!(",src={}", src.display()));
@@ -74,25 +79,52 @@ pub fn args(
     a
 }
 
-/// Builds `spec` with the docker CLI.
+/// A private temporary directory (mode 0700), removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Result<TempDir, EngineError> {
+        let path =
+            std::env::temp_dir().join(format!("kiln-{}-{}-{}", std::process::id(), name, unique()));
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            b.mode(0o700);
+        }
+        b.create(&path)
+            .map_err(|e| EngineError::io(path.display().to_string(), e))?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Builds `spec` with the docker CLI; `jobs`, when set, is handed to the
+/// build as the secret `kiln-jobs` (`crate::jobs`).
 pub async fn build(
     endpoint: &Endpoint,
     spec: &BuildSpec,
     dockerfile: &str,
     build_args: &BTreeMap<String, String>,
     build_tag: &str,
+    jobs: Option<u32>,
     reporter: &dyn Reporter,
 ) -> Result<Result<Built, Failed>, EngineError> {
-    let tmp = std::env::temp_dir().join(format!(
-        "kiln-{}-{}-{}",
-        std::process::id(),
-        spec.name,
-        unique()
-    ));
-    std::fs::create_dir_all(&tmp).map_err(|e| EngineError::io(tmp.display().to_string(), e))?;
+    let dir = TempDir::new(&spec.name)?;
+    let tmp = &dir.0;
     let df = tmp.join("Dockerfile");
     std::fs::write(&df, dockerfile).map_err(|e| EngineError::io(df.display().to_string(), e))?;
     let iid = tmp.join("iid");
+    let implicit = match jobs {
+        Some(n) => vec![crate::jobs::write_secret(tmp, n)?],
+        None => Vec::new(),
+    };
     let argv = args(
         endpoint,
         spec,
@@ -100,6 +132,7 @@ pub async fn build(
         build_args,
         build_tag,
         &iid.display().to_string(),
+        &implicit,
     );
     let mut child = tokio::process::Command::new(&endpoint.docker_cli)
         .args(&argv)
@@ -137,7 +170,7 @@ pub async fn build(
     let image_id = std::fs::read_to_string(&iid)
         .ok()
         .map(|s| s.trim().to_string());
-    let _ = std::fs::remove_dir_all(&tmp);
+    drop(dir);
     match (status.success(), image_id) {
         (true, Some(id)) if !id.is_empty() => Ok(Ok(Built {
             image_id: id,
@@ -207,11 +240,34 @@ mod tests {
             &[("A".to_string(), "1".to_string())].into(),
             "kiln.local/app:build",
             "/tmp/iid",
+            &[],
         );
         let line = a.join(" ");
         assert!(line.contains("--secret id=tok,env=PIP_TOKEN"), "{line}");
         assert!(line.contains("--network host"), "{line}");
         assert!(line.contains("--build-arg A=1"), "{line}");
         assert!(line.ends_with("/ctx"), "{line}");
+        // kiln's own secret (the job count) follows the bake file's, by file.
+        let jobs = SecretSpec {
+            id: "kiln-jobs".into(),
+            src: Some("/tmp/b/kiln-jobs".into()),
+            env: None,
+        };
+        let line = args(
+            &ep,
+            &spec,
+            "/tmp/Dockerfile",
+            &BTreeMap::new(),
+            "kiln.local/app:build",
+            "/tmp/iid",
+            &[jobs],
+        )
+        .join(" ");
+        assert!(
+            line.contains(
+                "--secret id=tok,env=PIP_TOKEN --secret id=kiln-jobs,src=/tmp/b/kiln-jobs"
+            ),
+            "{line}"
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! args — and combines it with what only the caller knows: external image
 //! digests and upstream output digests.
 //!
-//! (Groundwork: `kiln build` does not consult keys yet.)
+//! The job count kiln hands a build (secret `kiln-jobs`, `crate::jobs`) is
+//! not an input: the manifest records the ids of the bake file's secrets
+//! only, and the implicit one is not among them.
 
 use std::collections::BTreeMap;
 
@@ -116,6 +118,27 @@ pub fn gather(
     upstreams: &BTreeMap<String, String>,
     cache: &StatCache,
 ) -> Result<(InputManifest, HashStats), EngineError> {
+    let g = gather_for_build(spec, platform, images, upstreams, cache)?;
+    Ok((g.manifest, g.stats))
+}
+
+/// A target's manifest and what its build needs beyond it.
+pub struct Gathered {
+    pub manifest: InputManifest,
+    pub stats: HashStats,
+    /// Whether kiln hands the build the job count (secret `kiln-jobs`,
+    /// see [`crate::jobs`]); never part of the manifest.
+    pub jobs_secret: bool,
+}
+
+/// [`gather`], plus whether the needed stages mount the job-count secret.
+pub fn gather_for_build(
+    spec: &BuildSpec,
+    platform: &str,
+    images: &BTreeMap<String, String>,
+    upstreams: &BTreeMap<String, String>,
+    cache: &StatCache,
+) -> Result<Gathered, EngineError> {
     let text = dockerfile_text(spec)?;
     let a = analysis(spec, &text)?;
     let df_rel = spec
@@ -191,7 +214,11 @@ pub fn gather(
         labels: spec.labels.clone(),
     };
     m.normalize();
-    Ok((m, stats))
+    Ok(Gathered {
+        manifest: m,
+        stats,
+        jobs_secret: crate::jobs::wanted(spec, &a.mounts),
+    })
 }
 
 #[cfg(test)]

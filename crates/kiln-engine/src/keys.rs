@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::error::EngineError;
 use crate::hashing::{HashStats, StatCache};
-use crate::inputs::{external_images, gather};
+use crate::inputs::{external_images, gather_for_build};
 use crate::local::LocalEngine;
 use crate::registry::{Registry, RegistryError, Resolution};
 use crate::spec::{BuildSpec, ContextSource};
@@ -141,6 +141,9 @@ pub struct Keyed {
     /// Registry-resolved external images → `repo@digest` to build from.
     pub pins: BTreeMap<String, String>,
     pub stats: HashStats,
+    /// Whether the build is handed the job count (secret `kiln-jobs`):
+    /// decided by the Dockerfile, never part of the key.
+    pub jobs_secret: bool,
 }
 
 /// The key of `spec`: resolves the outside inputs with `lookup`, then
@@ -165,10 +168,12 @@ where
         .cloned()
         .unwrap_or_else(|| engine_platform.to_string());
     let s = spec.clone();
-    let (manifest, stats) =
-        tokio::task::spawn_blocking(move || gather(&s, &platform, &o.images, &o.upstreams, &cache))
-            .await
-            .map_err(|e| EngineError::Build(format!("hashing task failed: {e}")))??;
+    let g = tokio::task::spawn_blocking(move || {
+        gather_for_build(&s, &platform, &o.images, &o.upstreams, &cache)
+    })
+    .await
+    .map_err(|e| EngineError::Build(format!("hashing task failed: {e}")))??;
+    let (manifest, stats, jobs_secret) = (g.manifest, g.stats, g.jobs_secret);
     let key = o.pending.is_empty().then(|| manifest.key());
     let volatile = crate::inputs::volatile(&manifest);
     Ok(Keyed {
@@ -178,6 +183,7 @@ where
         volatile,
         pins,
         stats,
+        jobs_secret,
     })
 }
 

@@ -17,6 +17,7 @@ pub mod events;
 pub mod git;
 pub mod hashing;
 pub mod inputs;
+pub mod jobs;
 pub mod keys;
 pub mod local;
 pub mod preflight;

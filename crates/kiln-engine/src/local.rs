@@ -95,6 +95,12 @@ impl LocalEngine {
         self.docker.ping().await.is_ok()
     }
 
+    /// The engine's CPU count (`NCPU` of `docker info`), if it says.
+    pub async fn cpus(&self) -> Option<u32> {
+        let n = self.docker.info().await.ok()?.ncpu?;
+        u32::try_from(n).ok().filter(|&n| n > 0)
+    }
+
     /// The Engine API client (for drivers and probes in this crate).
     pub(crate) fn docker(&self) -> &Docker {
         &self.docker

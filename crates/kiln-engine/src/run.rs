@@ -52,7 +52,8 @@ pub struct RunOptions {
     /// The nodes (indices into `nodes`) a target may run on (memory); a
     /// target not listed may run anywhere.
     pub eligible: HashMap<String, Vec<usize>>,
-    /// Memory per compile job when deriving a node's job count.
+    /// Memory per compile job when deriving a node's job count (handed to
+    /// builds that mount the secret `kiln-jobs`, `crate::jobs`).
     pub gb_per_job: f64,
 }
 
@@ -129,9 +130,10 @@ pub struct TargetResult {
     /// came from the stat cache).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hashed: Option<crate::hashing::HashStats>,
-    /// Compile jobs the node could afford when the run started (fleet runs:
-    /// free memory / GB per job); builds derive their own job count inside
-    /// the RUN step, so it never enters a key.
+    /// The compile-job count handed to the build as the secret `kiln-jobs`
+    /// (its node's affordable jobs divided by its build slots,
+    /// `crate::jobs`); absent when the target does not mount it or was not
+    /// built. A secret, so it never enters a key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs: Option<u32>,
     /// What the build was handed for its named contexts and its
@@ -171,8 +173,10 @@ pub fn local_ref(target: &str, image_id: &str) -> String {
     format!("kiln.local/{safe}:{}", &hex[..hex.len().min(16)])
 }
 
-fn driver_name(spec: &BuildSpec) -> &'static str {
-    if spec.secrets.is_empty() {
+/// The driver of a build: the docker CLI when the build takes a secret
+/// (the bake file's, or the job count), else the Engine API.
+fn driver_name(spec: &BuildSpec, jobs_secret: bool) -> &'static str {
+    if spec.secrets.is_empty() && !jobs_secret {
         "engine-api"
     } else {
         "docker-cli"
@@ -199,6 +203,8 @@ struct Done {
     index: usize,
     outcome: Result<Outcome, EngineError>,
     keyed: Option<Keyed>,
+    /// The job count handed to the build, if it was handed one.
+    jobs: Option<u32>,
     duration_s: f64,
 }
 
@@ -211,7 +217,10 @@ struct Node {
     capacity: usize,
     resolver: crate::keys::Resolver,
     alive: std::sync::atomic::AtomicBool,
-    jobs: Option<u32>,
+    /// The job count one build on this node is handed: set from the
+    /// fleet's probe at the start, or probed when the first build that
+    /// wants it starts (a run that builds none probes nothing).
+    jobs: tokio::sync::OnceCell<u32>,
 }
 
 impl Node {
@@ -283,14 +292,10 @@ pub async fn run(
     for ns in &node_specs {
         match LocalEngine::connect(ns.endpoint.clone()).await {
             Ok(engine) => {
-                let jobs = if fleet {
-                    crate::probe::probe(&engine, opts.gb_per_job)
-                        .await
-                        .ok()
-                        .map(|f| f.jobs)
-                } else {
-                    None
-                };
+                let jobs = tokio::sync::OnceCell::new();
+                if fleet && let Ok(f) = crate::probe::probe(&engine, opts.gb_per_job).await {
+                    let _ = jobs.set(crate::jobs::per_build(f.jobs, ns.slots));
+                }
                 nodes.push(Node {
                     name: ns.name.clone(),
                     resolver: crate::keys::Resolver::new(Some(engine.clone()), registry.clone()),
@@ -459,13 +464,15 @@ pub async fn run(
             let shared = shared.clone();
             running.spawn(async move {
                 let t0 = Instant::now();
-                let (outcome, keyed) = process(&shared, k, i, &outputs, &hand_over, &rebuilt).await;
+                let (outcome, keyed, jobs) =
+                    process(&shared, k, i, &outputs, &hand_over, &rebuilt).await;
                 Done {
                     handed: hand_over.clone(),
                     node: k,
                     index: i,
                     outcome,
                     keyed,
+                    jobs,
                     duration_s: t0.elapsed().as_secs_f64(),
                 }
             });
@@ -521,6 +528,7 @@ pub async fn run(
         let duration_s = (done.duration_s * 1000.0).round() / 1000.0;
         let key = done.keyed.as_ref().and_then(|k| k.key.clone());
         let hashed = done.keyed.as_ref().map(|k| k.stats);
+        let jobs_secret = done.keyed.as_ref().is_some_and(|k| k.jobs_secret);
         let mut r = TargetResult {
             name: s.name.clone(),
             status: TargetStatus::Failed,
@@ -530,14 +538,14 @@ pub async fn run(
             key,
             duration_s,
             steps: StepCounts::default(),
-            driver: driver_name(s).into(),
+            driver: driver_name(s, jobs_secret).into(),
             reason: None,
             error: None,
             failed_step: None,
             log_tail: Vec::new(),
             pushed: Vec::new(),
             hashed,
-            jobs: shared.nodes[k].jobs,
+            jobs: done.jobs,
             handed: done.handed,
         };
         let pushed_refs = |p: Vec<(String, String)>| -> Vec<String> {
@@ -630,7 +638,7 @@ fn blocked(s: &BuildSpec, node: &str, reason: String) -> TargetResult {
         key: None,
         duration_s: 0.0,
         steps: StepCounts::default(),
-        driver: driver_name(s).into(),
+        driver: driver_name(s, false).into(),
         reason: Some(reason),
         error: None,
         failed_step: None,
@@ -751,7 +759,7 @@ async fn process(
     outputs: &HashMap<String, String>,
     hand_over: &BTreeMap<String, String>,
     rebuilt: &[String],
-) -> (Result<Outcome, EngineError>, Option<Keyed>) {
+) -> (Result<Outcome, EngineError>, Option<Keyed>, Option<u32>) {
     let spec = &sh.specs[i];
     let node = &sh.nodes[k];
     let keyed = match key_on(
@@ -764,7 +772,7 @@ async fn process(
     .await
     {
         Ok(k) => k,
-        Err(e) => return (Err(e), None),
+        Err(e) => return (Err(e), None, None),
     };
     sh.reporter.event(&Event::Key {
         target: spec.name.clone(),
@@ -773,8 +781,44 @@ async fn process(
         read_files: keyed.stats.read_files,
         read_bytes: keyed.stats.read_bytes,
     });
-    let outcome = decide_and_build(sh, node, spec, &keyed, hand_over, rebuilt).await;
-    (outcome, Some(keyed))
+    let mut jobs = None;
+    let outcome = decide_and_build(sh, node, spec, &keyed, hand_over, rebuilt, &mut jobs).await;
+    (outcome, Some(keyed), jobs)
+}
+
+/// The job count one build on `node` is handed: the node's affordable jobs
+/// (free memory / GB per job) divided by its build slots, at least 1,
+/// probed once per node. When the probe fails, the engine's CPU count
+/// (`docker info`) divided by the slots stands in, else 1, with a warning:
+/// the build goes on either way.
+async fn node_jobs(sh: &Shared, node: &Node, target: &str) -> u32 {
+    *node
+        .jobs
+        .get_or_init(|| async {
+            match crate::probe::probe(&node.engine, sh.opts.gb_per_job).await {
+                Ok(f) => crate::jobs::per_build(f.jobs, node.capacity),
+                Err(e) => {
+                    let cpus = node.engine.cpus().await;
+                    let n = crate::jobs::per_build(cpus.unwrap_or(1), node.capacity);
+                    let source = match cpus {
+                        Some(c) => format!(
+                            "the engine's {c} CPUs over {} build slots",
+                            node.capacity
+                        ),
+                        None => "the engine's CPU count is unknown too".into(),
+                    };
+                    sh.reporter.event(&Event::Warning {
+                        target: target.to_string(),
+                        message: format!(
+                            "could not read node {}'s free memory ({e}); builds there are handed kiln-jobs = {n} ({source})",
+                            node.name
+                        ),
+                    });
+                    n
+                }
+            }
+        })
+        .await
 }
 
 async fn decide_and_build(
@@ -784,6 +828,7 @@ async fn decide_and_build(
     keyed: &Keyed,
     hand_over: &BTreeMap<String, String>,
     rebuilt: &[String],
+    handed_jobs: &mut Option<u32>,
 ) -> Result<Outcome, EngineError> {
     let warn = |message: String| {
         sh.reporter.event(&Event::Warning {
@@ -839,9 +884,15 @@ async fn decide_and_build(
         .acquire()
         .await
         .map_err(|e| EngineError::Build(format!("build slots closed: {e}")))?;
+    let jobs = if keyed.jobs_secret {
+        Some(node_jobs(sh, node, &spec.name).await)
+    } else {
+        None
+    };
+    *handed_jobs = jobs;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),
-        driver: driver_name(spec).into(),
+        driver: driver_name(spec, keyed.jobs_secret).into(),
         node: node.name.clone(),
     });
     let t0 = Instant::now();
@@ -857,6 +908,7 @@ async fn decide_and_build(
         spec,
         &hand_over,
         &sh.opts.run_id,
+        jobs,
         sh.reporter.as_ref(),
     )
     .await?;
@@ -1018,11 +1070,14 @@ fn context_refs(
 /// failed, or an engine error.
 type BuildOutcome = Result<Result<(Built, Vec<(String, String)>), Failed>, EngineError>;
 
+/// Builds one target; `jobs` set means the build mounts the job-count
+/// secret, which only the docker CLI driver can carry.
 async fn build_one(
     engine: &LocalEngine,
     spec: &BuildSpec,
     refs: &BTreeMap<String, String>,
     run_id: &str,
+    jobs: Option<u32>,
     reporter: &dyn Reporter,
 ) -> BuildOutcome {
     let text = match &spec.dockerfile_inline {
@@ -1041,7 +1096,7 @@ async fn build_one(
         rw.args.insert("BUILDKIT_INLINE_CACHE".into(), "1".into());
     }
     let build_tag = format!("kiln.local/{}:run-{run_id}", spec.name.to_ascii_lowercase());
-    let outcome = if spec.secrets.is_empty() {
+    let outcome = if spec.secrets.is_empty() && jobs.is_none() {
         engine
             .build(spec, &rw.dockerfile, &rw.args, &build_tag, reporter)
             .await?
@@ -1052,6 +1107,7 @@ async fn build_one(
             &rw.dockerfile,
             &rw.args,
             &build_tag,
+            jobs,
             reporter,
         )
         .await?
@@ -1190,6 +1246,22 @@ mod tests {
             choose_among(&nodes([false; 3]), &unplaced, &none, "t", &[0, 0, 0]),
             None
         );
+    }
+
+    #[test]
+    fn secrets_and_the_job_count_take_the_cli() {
+        let plain = BuildSpec::default();
+        assert_eq!(driver_name(&plain, false), "engine-api");
+        assert_eq!(driver_name(&plain, true), "docker-cli");
+        let with_secret = BuildSpec {
+            secrets: vec![crate::spec::SecretSpec {
+                id: "tok".into(),
+                src: None,
+                env: Some("T".into()),
+            }],
+            ..BuildSpec::default()
+        };
+        assert_eq!(driver_name(&with_secret, false), "docker-cli");
     }
 
     #[test]

@@ -272,7 +272,9 @@ pub struct BuildArgs {
     /// Per-target costs for placing targets on fleet nodes.
     #[arg(long, value_name = "FILE", requires = "fleet")]
     pub costs: Option<String>,
-    /// Memory per compile job when deriving a fleet node's job count.
+    /// Memory per compile job when deriving the job count handed to builds
+    /// that mount the secret `kiln-jobs` (the node's free GB / GB per job /
+    /// its build slots).
     #[arg(long, value_name = "GB", default_value_t = 2.0)]
     pub gb_per_job: f64,
     #[command(flatten)]
