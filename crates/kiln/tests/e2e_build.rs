@@ -1251,6 +1251,123 @@ fn plan_probes_cache_refs_in_the_registry() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A target whose RUN mounts the secret `kiln-jobs` is handed the job count
+/// (the node's free memory / GB per job / build slots) through the docker
+/// CLI; the summary says what it was handed, the image holds exactly that,
+/// and the count never reaches a key: another `--gb-per-job` skips it, and
+/// a forced build with another count takes every step from BuildKit's
+/// cache. A target that does not mount it is built through the Engine API
+/// as before, with no `jobs`.
+#[test]
+fn the_job_count_reaches_the_build_as_a_secret_and_never_a_key() {
+    let Some((host, _)) = engine() else { return };
+    let salt = format!(
+        "j{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let bake = r#"
+target "_c" { network = "host" }
+target "compile" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.compile"
+}
+target "plain" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.plain"
+}
+group "default" { targets = ["compile", "plain"] }
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.compile",
+            &format!(
+                "FROM kiln/busybox:latest\nRUN --mount=type=secret,id=kiln-jobs echo {salt} > /salt && cat /run/secrets/kiln-jobs > /jobs && echo \"make -j$(cat /run/secrets/kiln-jobs 2>/dev/null || nproc)\"\n"
+            ),
+        ),
+        (
+            "Dockerfile.plain",
+            &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /salt\n"),
+        ),
+    ]);
+    let read_jobs = |image: &str| {
+        docker(
+            &host,
+            &["run", "--rm", "--network", "host", image, "cat", "/jobs"],
+        )
+    };
+    // A small GB per job and two slots: the count is the node's free
+    // memory in quarter-GB units, halved.
+    let o = build_json(&dir, &host, &["--jobs", "2", "--gb-per-job", "0.25"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    let c = target(&s, "compile");
+    assert_eq!(c["status"], "built", "{c}");
+    assert_eq!(c["driver"], "docker-cli", "{c}");
+    let jobs = c["jobs"].as_u64().unwrap_or_else(|| panic!("no jobs: {c}"));
+    assert!(jobs >= 1, "{c}");
+    let image = c["image"].as_str().unwrap().to_string();
+    assert_eq!(
+        read_jobs(&image),
+        format!("{jobs}\n"),
+        "the image holds the summary's count"
+    );
+    let key = c["key"].as_str().unwrap().to_string();
+    let p = target(&s, "plain");
+    assert_eq!(p["status"], "built", "{p}");
+    assert_eq!(p["driver"], "engine-api", "{p}");
+    assert!(p.get("jobs").is_none(), "not mounted, not handed: {p}");
+    // The RUN step used it; no build arg carried it (an ARG would show as
+    // `|1 NAME=value` before the command).
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("make -j{jobs}")), "{err}");
+    let history = docker(&host, &["history", "--no-trunc", &image]);
+    assert!(
+        history.contains(&format!("RUN /bin/sh -c echo {salt} > /salt")),
+        "{history}"
+    );
+
+    // Another GB per job: the same key, so nothing is built and nothing
+    // is handed.
+    let o = build_json(&dir, &host, &["--jobs", "2", "--gb-per-job", "100000"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    let c = target(&s, "compile");
+    assert_eq!(c["status"], "skipped", "{c}");
+    assert_eq!(c["key"].as_str(), Some(key.as_str()), "{c}");
+    assert!(c.get("jobs").is_none(), "skipped, not handed: {c}");
+    assert_eq!(target(&s, "plain")["status"], "skipped");
+
+    // Forced with that count: handed 1, and BuildKit's cache serves every
+    // step (the secret is not in its cache key either), so the image keeps
+    // the first build's layer.
+    let o = build_json(
+        &dir,
+        &host,
+        &[
+            "--force",
+            "--jobs",
+            "2",
+            "--gb-per-job",
+            "100000",
+            "compile",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    let c = target(&s, "compile");
+    assert_eq!(c["status"], "built", "{c}");
+    assert_eq!(c["jobs"].as_u64(), Some(1), "{c}");
+    assert_eq!(c["key"].as_str(), Some(key.as_str()), "{c}");
+    assert!(c["steps"]["total"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(c["steps"]["cached"], c["steps"]["total"], "{c}");
+    let image = c["image"].as_str().unwrap();
+    assert_eq!(read_jobs(image), format!("{jobs}\n"), "the cached layer");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `kiln fleet` probes each node with a container reading its /proc: the
 /// dev engine answers with this machine's cores and memory and a score of
 /// free GB + idle cores; a node whose socket is gone is `down`, not fatal.
