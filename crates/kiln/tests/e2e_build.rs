@@ -1368,6 +1368,106 @@ group "default" { targets = ["compile", "plain"] }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// On a fleet, the count comes from the probe at the start, divided by the
+/// node's slots: a one-node fleet with four slots hands a quarter of what
+/// `kiln fleet` says the node affords, and the image on that node holds it.
+#[test]
+fn a_fleet_node_hands_each_build_its_share_of_jobs() {
+    let Some((host, reg)) = engine() else { return };
+    let Some(fleet) = fleet_file() else { return };
+    // The dev fleet's first node, alone, with four slots.
+    let endpoint = std::fs::read_to_string(&fleet)
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let v = l.trim().strip_prefix("endpoint")?.trim_start();
+            Some(v.strip_prefix('=')?.trim().trim_matches('"').to_string())
+        })
+        .expect("a node endpoint in the fleet file");
+    let salt = format!(
+        "jf{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let fleet = format!(
+        "[[node]]\nname = \"one\"\nendpoint = \"{endpoint}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\nslots = 4\n"
+    );
+    let bake = format!(
+        r#"
+target "compile" {{
+  network = "host"
+  dockerfile = "Dockerfile.compile"
+  tags = ["{reg}/kiln-e2e/jobs-{salt}:1"]
+}}
+target "plain" {{
+  network = "host"
+  dockerfile = "Dockerfile.plain"
+  tags = ["{reg}/kiln-e2e/plain-{salt}:1"]
+}}
+group "default" {{ targets = ["compile", "plain"] }}
+"#
+    );
+    let dir = workspace(&[
+        ("fleet.toml", &fleet),
+        ("docker-bake.hcl", &bake),
+        (
+            "Dockerfile.compile",
+            &format!(
+                "FROM kiln/busybox:latest\nRUN --mount=type=secret,id=kiln-jobs echo {salt} > /salt && cat /run/secrets/kiln-jobs > /jobs\n"
+            ),
+        ),
+        (
+            "Dockerfile.plain",
+            &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /salt\n"),
+        ),
+    ]);
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "fleet",
+            "--fleet",
+            "fleet.toml",
+            "--gb-per-job",
+            "0.5",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let node_jobs = v["nodes"][0]["facts"]["jobs"].as_f64().unwrap();
+    let o = build_json(
+        &dir,
+        &host,
+        &["--fleet", "fleet.toml", "--gb-per-job", "0.5"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    let c = target(&s, "compile");
+    assert_eq!(c["status"], "built", "{c}");
+    assert_eq!(c["driver"], "docker-cli", "{c}");
+    let jobs = c["jobs"].as_u64().unwrap_or_else(|| panic!("no jobs: {c}"));
+    // Free memory moves a little between the two probes.
+    let share = (node_jobs / 4.0).floor().max(1.0);
+    assert!(
+        (jobs as f64 - share).abs() <= 1.0 + share * 0.1,
+        "{jobs} handed, node affords {node_jobs} over 4 slots"
+    );
+    let image = c["image"].as_str().unwrap();
+    let held = docker(
+        &endpoint,
+        &["run", "--rm", "--network", "host", image, "cat", "/jobs"],
+    );
+    assert_eq!(held, format!("{jobs}\n"));
+    let p = target(&s, "plain");
+    assert_eq!(p["driver"], "engine-api", "{p}");
+    assert!(p.get("jobs").is_none(), "{p}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `kiln fleet` probes each node with a container reading its /proc: the
 /// dev engine answers with this machine's cores and memory and a score of
 /// free GB + idle cores; a node whose socket is gone is `down`, not fatal.
