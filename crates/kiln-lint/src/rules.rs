@@ -163,7 +163,7 @@ pub static RULES: &[Rule] = &[
         severity: Severity::Warning,
         summary: "a parallel-jobs count (MAX_JOBS, MAKEFLAGS, …) reaches RUN as a build arg",
         why: "a declared ARG is part of the cache key of every later RUN, so a job count that differs per node or per run (derived from the node's cores or memory) makes identical builds miss each other's cache",
-        fix: "derive the count inside the RUN step from the node itself (from $(nproc), or from MemAvailable in /proc/meminfo at about 2 GB per job) and do not declare or pass it as a build arg",
+        fix: "read the count inside the RUN step and do not declare or pass it as a build arg: under kiln build, mount the secret kiln hands every build (RUN --mount=type=secret,id=kiln-jobs make -j\"$(cat /run/secrets/kiln-jobs 2>/dev/null || nproc)\"), the node's free memory / --gb-per-job (default 2) shared among its concurrent builds, never part of a cache key; elsewhere derive it from $(nproc) or MemAvailable in /proc/meminfo",
     },
 ];
 
