@@ -41,6 +41,14 @@ pub enum Status {
     Unreachable { detail: String },
     /// Not a valid image reference.
     Invalid { detail: String },
+    /// A fleet run: some nodes that may build a target needing it hold it,
+    /// others do not, and the registry cannot supply it to them (`registry`
+    /// says what it answered).
+    NotOnEveryNode {
+        on: Vec<String>,
+        missing_on: Vec<String>,
+        registry: String,
+    },
 }
 
 /// A need with what preflight found.
@@ -97,12 +105,74 @@ pub async fn check(
     out
 }
 
+/// A node of a fleet run: its name and its engine (`None`: it does not
+/// answer, and the run gives it no work).
+pub struct FleetNode {
+    pub name: String,
+    pub engine: Option<LocalEngine>,
+}
+
+/// Checks every need of a fleet run. An image is available when every
+/// answering node that may build a target needing it (`may_build`: node
+/// indices) holds it, or when the registry does (each node then pulls it by
+/// digest). Held by some of those nodes only and not in the registry, it is
+/// [`Status::NotOnEveryNode`]: the schedule could place its target on a node
+/// that cannot build it.
+pub async fn check_fleet(
+    nodes: &[FleetNode],
+    registry: &Registry,
+    needs: Vec<Need>,
+    may_build: impl Fn(&Need) -> Vec<usize>,
+) -> Vec<Checked> {
+    let mut out = Vec::with_capacity(needs.len());
+    for need in needs {
+        let mut on = Vec::new();
+        let mut missing_on = Vec::new();
+        let mut id = None;
+        for k in may_build(&need) {
+            let Some(node) = nodes.get(k) else { continue };
+            let Some(engine) = &node.engine else { continue };
+            match engine.image_id(&need.reference).await {
+                Some(i) => {
+                    id.get_or_insert(i);
+                    on.push(node.name.clone());
+                }
+                None => missing_on.push(node.name.clone()),
+            }
+        }
+        let status = match id {
+            Some(id) if missing_on.is_empty() => Status::Engine { id },
+            _ => match registry_status(registry, &need.reference).await {
+                Status::Missing if !on.is_empty() => Status::NotOnEveryNode {
+                    on,
+                    missing_on,
+                    registry: "not found (404)".into(),
+                },
+                Status::Auth { detail } | Status::Unreachable { detail } if !on.is_empty() => {
+                    Status::NotOnEveryNode {
+                        on,
+                        missing_on,
+                        registry: detail,
+                    }
+                }
+                other => other,
+            },
+        };
+        out.push(Checked { need, status });
+    }
+    out
+}
+
 async fn status_of(engine: Option<&LocalEngine>, registry: &Registry, reference: &str) -> Status {
     if let Some(e) = engine
         && let Some(id) = e.image_id(reference).await
     {
         return Status::Engine { id };
     }
+    registry_status(registry, reference).await
+}
+
+async fn registry_status(registry: &Registry, reference: &str) -> Status {
     match registry.check(reference).await {
         Ok(Resolution::Found(digest)) => Status::Registry { digest },
         Ok(Resolution::Absent) => Status::Missing,
@@ -150,6 +220,16 @@ pub fn render(checked: &[Checked]) -> String {
             Status::Auth { detail } => format!("cannot be checked: {detail}"),
             Status::Unreachable { detail } => format!("cannot be checked: {detail}"),
             Status::Invalid { detail } => format!("is not an image reference: {detail}"),
+            Status::NotOnEveryNode {
+                on,
+                missing_on,
+                registry,
+            } => format!(
+                "is on {} but not on {}, which may build what needs it, and its registry cannot supply it ({registry})\n      load it on {} or push it to its registry (every node then pulls it by digest)",
+                on.join(", "),
+                missing_on.join(", "),
+                missing_on.join(", "),
+            ),
             _ => continue,
         };
         out.push_str(&format!(

@@ -54,6 +54,14 @@ pub struct PreflightArgs {
     pub bake: BakeArgs,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Check for a run on the nodes of this fleet file: a local-only image
+    /// must be on every node that may build a target needing it.
+    #[arg(long, value_name = "FILE")]
+    pub fleet: Option<String>,
+    /// Per-target costs (their `min_memory_gb` decides which nodes may
+    /// build a target).
+    #[arg(long, value_name = "FILE", requires = "fleet")]
+    pub costs: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -140,6 +140,8 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             let s = commands::preflight::PreflightSettings {
                 bake,
                 store,
+                fleet: a.fleet,
+                costs: a.costs,
                 format: a.format,
                 targets: a.targets,
             };

@@ -1503,6 +1503,119 @@ fn fleet_probes_nodes_and_scores_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A fleet run's preflight asks every node that may build a target: an
+/// image held by one node only (and in no registry) would fail the target
+/// wherever else the schedule puts it, so the run does not start; once every
+/// node that may build it holds it, it passes. Memory eligibility narrows
+/// the nodes asked. Nodes 1 and 2 only (the node-loss test stops node3).
+#[test]
+fn fleet_preflight_asks_every_node_that_may_build_the_target() {
+    let Some((host, reg)) = engine() else { return };
+    let Some(fleet) = fleet_file() else { return };
+    let endpoints: Vec<String> = std::fs::read_to_string(&fleet)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v = l.trim().strip_prefix("endpoint")?.trim_start();
+            Some(v.strip_prefix('=')?.trim().trim_matches('"').to_string())
+        })
+        .collect();
+    assert!(endpoints.len() >= 2, "two fleet nodes: {endpoints:?}");
+    let salt = format!(
+        "pf{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    );
+    let base = format!("kiln-e2e/only-some-nodes-{salt}:1");
+    let fleet = format!(
+        "[[node]]\nname = \"n1\"\nendpoint = \"{}\"\ncores = 1\nmemory_gb = 64\nlink_mbps = 1000\n\n[[node]]\nname = \"n2\"\nendpoint = \"{}\"\ncores = 1\nmemory_gb = 8\nlink_mbps = 1000\n",
+        endpoints[0], endpoints[1]
+    );
+    let bake = format!(
+        "target \"t\" {{\n  network = \"host\"\n  tags = [\"{reg}/kiln-e2e/preflight-{salt}:1\"]\n}}\n"
+    );
+    let dir = workspace(&[
+        ("fleet.toml", &fleet),
+        (
+            "costs.toml",
+            "[target.t]\nwork_s = 1\noutput_mb = 1\nmin_memory_gb = 32\n",
+        ),
+        ("docker-bake.hcl", &bake),
+        ("Dockerfile", &format!("FROM {base}\nRUN echo {salt}\n")),
+    ]);
+    let node = |k: usize| endpoints[k].as_str();
+    docker(node(0), &["tag", "kiln/busybox:latest", &base]);
+    // n2 may build t (no costs file: no memory requirement) and lacks it.
+    for cmd in ["preflight", "build"] {
+        let o = kiln(&dir, &host, &[cmd, "--fleet", "fleet.toml", "t"], &[]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {e}");
+        assert!(
+            e.contains(&format!(
+                "  {base} is on n1 but not on n2, which may build what needs it"
+            )),
+            "{cmd}: {e}"
+        );
+        assert!(e.contains("needed by: t"), "{e}");
+        assert!(!e.contains("building ("), "nothing started: {e}");
+    }
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "preflight",
+            "--fleet",
+            "fleet.toml",
+            "--format",
+            "json",
+            "t",
+        ],
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["images"][0]["status"], "not-on-every-node", "{v}");
+    assert_eq!(v["images"][0]["on"], serde_json::json!(["n1"]), "{v}");
+    assert_eq!(
+        v["images"][0]["missing_on"],
+        serde_json::json!(["n2"]),
+        "{v}"
+    );
+    // t needs 32 GB: only n1 may build it, and n1 holds the image.
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "preflight",
+            "--fleet",
+            "fleet.toml",
+            "--costs",
+            "costs.toml",
+            "t",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // On both nodes: the check passes without costs too.
+    docker(node(1), &["tag", "kiln/busybox:latest", &base]);
+    let o = kiln(
+        &dir,
+        &host,
+        &["preflight", "--fleet", "fleet.toml", "t"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        common::stdout(&o).contains(&format!("{base}  on the engine")),
+        "{}",
+        common::stdout(&o)
+    );
+    for k in 0..2 {
+        docker(node(k), &["rmi", &base]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The fleet file `scripts/dev-env up --nodes N` wrote, if nodes are up.
 fn fleet_file() -> Option<String> {
     let out = Command::new(repo().join("scripts/dev-env"))

@@ -40,28 +40,30 @@ fn read_input(path: &str, what: &str) -> Result<String, CliError> {
 /// The nodes of a fleet run and where the schedule places each target
 /// (kiln's policy over the costs file; docs/scheduling.md).
 /// Nodes, preferred placement and memory eligibility of a fleet run.
-type FleetPlan = (
+pub(crate) type FleetPlan = (
     Vec<kiln_engine::run::NodeSpec>,
     std::collections::HashMap<String, usize>,
     std::collections::HashMap<String, Vec<usize>>,
 );
 
-fn fleet_plan(
-    s: &BuildSettings,
+pub(crate) fn fleet_plan(
     fleet_path: &str,
+    costs: Option<&str>,
+    cwd: &Path,
+    history: &Path,
     specs: &[BuildSpec],
 ) -> Result<FleetPlan, CliError> {
     use kiln_plan::schedule::{CostsFile, Fleet, Job, Policy, Problem, schedule};
     let fleet = Fleet::parse(fleet_path, &read_input(fleet_path, "fleet file")?)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let costs = match &s.costs {
+    let costs = match costs {
         Some(p) => CostsFile::parse(p, &read_input(p, "costs file")?)
             .map_err(|e| CliError::usage(e.to_string()))?,
         None => CostsFile::default(),
     };
     let mut nodes = Vec::new();
     for n in &fleet.nodes {
-        let Some(endpoint) = crate::commands::fleet::endpoint(&n.endpoint, &s.bake.cwd) else {
+        let Some(endpoint) = crate::commands::fleet::endpoint(&n.endpoint, cwd) else {
             return Err(CliError::usage(format!(
                 "node {}: endpoint {} is a buildx builder; kiln runs fleet builds on Docker engines (unix:// or tcp://) so far",
                 n.name, n.endpoint
@@ -78,7 +80,7 @@ fn fleet_plan(
         .enumerate()
         .map(|(i, sp)| (sp.name.as_str(), i))
         .collect();
-    let learned = super::costs::learned(&s.store.history);
+    let learned = super::costs::learned(history);
     let jobs = specs
         .iter()
         .map(|sp| Job {
@@ -558,23 +560,16 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     for n in &notices {
         eprintln!("note: {n}");
     }
+    let (nodes, placement, eligible) = match &s.fleet {
+        Some(f) => fleet_plan(f, s.costs.as_deref(), &s.bake.cwd, &s.store.history, &specs)?,
+        None => Default::default(),
+    };
     // Preflight: nothing starts while an input the run cannot build is
     // missing. (Without an engine the run itself reports it unreachable.)
-    // A fleet run checks against its first node (base images are
-    // expected on every node or in a registry).
-    let mut pre_store = s.store.clone();
-    if let Some(f) = &s.fleet
-        && let Ok(text) = std::fs::read_to_string(f)
-        && let Ok(fl) = kiln_plan::schedule::Fleet::parse(f, &text)
-        && let Some(ep) = fl
-            .nodes
-            .first()
-            .and_then(|n| crate::commands::fleet::endpoint(&n.endpoint, &s.bake.cwd))
-    {
-        pre_store.endpoint = ep;
-    }
+    // A fleet run checks every node that may build a target needing it.
+    let fleet = s.fleet.as_ref().map(|_| (nodes.as_slice(), &eligible));
     super::preflight::verdict(&super::preflight::check(
-        &planned, &specs, &pre_store, true,
+        &planned, &specs, &s.store, fleet, true,
     )?)?;
     let (store, stat_cache) = open_store(&s.store)?;
     let reporter: Arc<dyn Reporter> = match s.progress {
@@ -602,10 +597,6 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
-    let (nodes, placement, eligible) = match &s.fleet {
-        Some(f) => fleet_plan(&s, f, &specs)?,
-        None => Default::default(),
-    };
     let opts = RunOptions {
         nodes,
         placement,

@@ -15,6 +15,8 @@ use crate::settings::{BakeSettings, StoreSettings};
 pub struct PreflightSettings {
     pub bake: BakeSettings,
     pub store: StoreSettings,
+    pub fleet: Option<String>,
+    pub costs: Option<String>,
     pub format: Format,
     pub targets: Vec<String>,
 }
@@ -65,17 +67,48 @@ pub fn needs(planned: &Planned, specs: &[kiln_engine::BuildSpec]) -> Vec<Need> {
     })
 }
 
+/// A fleet run's nodes and, per target, the nodes that may build it.
+pub type FleetNodes<'a> = (
+    &'a [kiln_engine::run::NodeSpec],
+    &'a std::collections::HashMap<String, Vec<usize>>,
+);
+
 /// Checks every needed image. With `require_engine` (a build), an engine
 /// that does not answer is the error (exit 3 with how to start one);
-/// otherwise images are looked for in registries only.
+/// otherwise images are looked for in registries only. With a fleet, every
+/// node that may build a target needing an image is asked instead of the
+/// one engine (a node that does not answer is left to the run).
 pub fn check(
     planned: &Planned,
     specs: &[kiln_engine::BuildSpec],
     st: &StoreSettings,
+    fleet: Option<FleetNodes<'_>>,
     require_engine: bool,
 ) -> Result<Vec<Checked>, CliError> {
     let needs = needs(planned, specs);
     let rt = super::build::runtime()?;
+    if let Some((nodes, eligible)) = fleet {
+        if needs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(30))
+            .map_err(|e| CliError::env(e.to_string()))?;
+        return Ok(rt.block_on(async {
+            let mut fleet_nodes = Vec::new();
+            for n in nodes {
+                fleet_nodes.push(kiln_engine::preflight::FleetNode {
+                    name: n.name.clone(),
+                    engine: kiln_engine::local::LocalEngine::connect(n.endpoint.clone())
+                        .await
+                        .ok(),
+                });
+            }
+            kiln_engine::preflight::check_fleet(&fleet_nodes, &registry, needs, |need| {
+                may_build(need, eligible)
+            })
+            .await
+        }));
+    }
     let engine = match rt.block_on(kiln_engine::local::LocalEngine::connect(
         st.endpoint.clone(),
     )) {
@@ -93,6 +126,20 @@ pub fn check(
         &registry,
         needs,
     )))
+}
+
+/// The nodes that may build some target needing the image, in node order.
+fn may_build(need: &Need, eligible: &std::collections::HashMap<String, Vec<usize>>) -> Vec<usize> {
+    let mut ks: Vec<usize> = need
+        .needed_by
+        .iter()
+        .filter_map(|t| eligible.get(t))
+        .flatten()
+        .copied()
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    ks
 }
 
 /// The error for a failed check, or `Ok` when every image is available.
@@ -127,7 +174,18 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = super::load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
     let specs = super::build::specs_for(&bake, &planned, &s.bake.cwd, false)?;
-    let checked = check(&planned, &specs, &s.store, false)?;
+    let fleet_plan = match &s.fleet {
+        Some(f) => Some(super::build::fleet_plan(
+            f,
+            s.costs.as_deref(),
+            &s.bake.cwd,
+            &s.store.history,
+            &specs,
+        )?),
+        None => None,
+    };
+    let fleet = fleet_plan.as_ref().map(|(n, _, e)| (n.as_slice(), e));
+    let checked = check(&planned, &specs, &s.store, fleet, false)?;
     let missing_cache = missing_cache_refs(&planned)?;
     for (target, r) in &missing_cache {
         eprintln!(
@@ -158,6 +216,11 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
                     Status::Auth { .. } => "cannot be checked (auth or proxy)".to_string(),
                     Status::Unreachable { .. } => "cannot be checked (unreachable)".to_string(),
                     Status::Invalid { .. } => "not an image reference".to_string(),
+                    Status::NotOnEveryNode { on, missing_on, .. } => format!(
+                        "on {} only, MISSING on {}",
+                        on.join(", "),
+                        missing_on.join(", ")
+                    ),
                 };
                 t.push_str(&format!(
                     "{}  {where_}  (needed by {})\n",
