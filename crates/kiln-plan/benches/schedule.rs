@@ -16,7 +16,9 @@
 //!
 //! For each scenario: the lower bound (the yardstick), the baseline `greedy` makespan,
 //! `kiln`'s makespan, their ratios, and the median time of 5 `kiln` runs. Every schedule
-//! is validated. Writes `target/bench-schedule.json`.
+//! is validated. Writes `target/bench-schedule.json`, and each scenario's problem to
+//! `target/bench-schedule/<scenario>.json` for an exact solver to check
+//! (`scripts/schedule-optimum`).
 //!
 //! Run: `cargo bench -p kiln-plan --bench schedule`.
 //! Goals: kiln ≤ 1.10 × lower bound on each scenario, kiln < greedy in total,
@@ -237,6 +239,28 @@ struct Row {
     greedy_s: f64,
 }
 
+/// The problem as data: what `scripts/schedule-optimum` models exactly.
+fn dump(root: &Path, name: &str, p: &Problem) {
+    let v = serde_json::json!({
+        "scenario": name,
+        "nodes": p.nodes().iter().map(|n| serde_json::json!({
+            "name": n.name, "speed": n.speed, "slots": n.slots,
+            "memory_gb": n.memory_gb, "link_mbps": n.link_mbps,
+        })).collect::<Vec<_>>(),
+        "targets": p.jobs().iter().map(|j| serde_json::json!({
+            "name": j.name, "deps": j.deps, "work_s": j.cost.work_s,
+            "output_mb": j.cost.output_mb, "min_memory_gb": j.cost.min_memory_gb,
+            "published": j.published,
+        })).collect::<Vec<_>>(),
+    });
+    let dir = root.join("target/bench-schedule");
+    let out = dir.join(format!("{name}.json"));
+    if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&out, v.to_string()))
+    {
+        eprintln!("cannot write {}: {e}", out.display());
+    }
+}
+
 fn run(name: &str, p: &Problem, reps: usize) -> Row {
     if std::env::var_os("DBG").is_some() && name.starts_with("deep") {
         for n in p.nodes() {
@@ -292,12 +316,17 @@ fn run(name: &str, p: &Problem, reps: usize) -> Row {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut rows = Vec::new();
-    rows.push(run("rocm", &rocm(&root), 5));
+    let rocm = rocm(&root);
+    dump(&root, "rocm", &rocm);
+    rows.push(run("rocm", &rocm, 5));
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
     let generated = |name: &str, deps: Vec<Vec<usize>>, nodes: usize, r: &mut Rng| {
         let jobs = jobs(r, deps);
         let nodes = fleet(r, nodes);
         let p = Problem::new(jobs, nodes).expect("problem");
+        if p.jobs().len() <= 500 {
+            dump(&root, name, &p);
+        }
         run(name, &p, 5)
     };
     let cases: [(&str, usize, usize); 10] = [
