@@ -8,7 +8,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::Ordering;
 
 use common::e2e::*;
 
@@ -83,11 +82,7 @@ fn fixture(tag_salt: &str) -> PathBuf {
 #[test]
 fn builds_in_order_and_second_build_is_fully_cached() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("");
     let dir = fixture(&salt);
     let o = kiln(
         &dir,
@@ -233,17 +228,9 @@ fn a_failure_skips_dependents_and_lets_independent_targets_finish() {
 #[test]
 fn secrets_reach_the_run_step_and_nothing_else() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "s{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("s");
     let dir = fixture(&salt);
-    let secret = format!(
-        "e2e-secret-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let secret = unique("e2e-secret-");
     let o = build_json(
         &dir,
         &host,
@@ -361,11 +348,7 @@ fn dockerfile_syntax_errors_name_file_and_line() {
 #[test]
 fn preflight_names_a_missing_image_and_its_producer() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("");
     let missing = format!("{reg}/kiln-e2e/never-pushed-{salt}:1");
     let bake = format!(
         "target \"producer\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.p\"\n  tags = [\"{missing}\"]\n}}\ntarget \"consumer\" {{\n  network = \"host\"\n}}\ntarget \"offline\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.o\"\n}}\n"
@@ -431,11 +414,7 @@ fn preflight_names_a_missing_image_and_its_producer() {
 /// The whole twin (examples/twin), copied to a temporary directory so that
 /// editing a source file does not touch the repository.
 fn twin_copy() -> PathBuf {
-    let dst = std::env::temp_dir().join(format!(
-        "kiln-twin-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
+    let dst = std::env::temp_dir().join(unique("kiln-twin-"));
     let _ = std::fs::remove_dir_all(&dst);
     let st = Command::new("cp")
         .arg("-a")
@@ -748,11 +727,7 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
 #[test]
 fn stage_labels_no_cache_platforms_and_fail_fast() {
     let Some((host, _)) = engine() else { return };
-    let salt = format!(
-        "o{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("o");
     let bake = r#"
 target "_c" { network = "host" }
 target "staged" {
@@ -953,11 +928,7 @@ target "app" {
 #[test]
 fn records_in_the_registry_skip_like_records_on_disk() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("");
     let files = [
         (
             "docker-bake.hcl",
@@ -1066,11 +1037,7 @@ fn publish_only_in_registry(host: &str, reference: &str, salt: &str) {
 #[test]
 fn a_registry_base_image_is_keyed_and_built_by_digest() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("");
     let base = format!("{reg}/kiln-e2e/regbase-{salt}:1");
     publish_only_in_registry(&host, &base, &format!("one-{salt}"));
     let dir = workspace(&[
@@ -1112,11 +1079,7 @@ fn a_registry_base_image_is_keyed_and_built_by_digest() {
 #[test]
 fn a_recorded_image_gone_from_the_engine_is_pulled_from_the_registry() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("");
     let bake = format!(
         "target \"p\" {{\n  network = \"host\"\n  tags = [\"{reg}/kiln-e2e/pulled-{salt}:1\"]\n}}\n"
     );
@@ -1161,11 +1124,7 @@ fn a_recorded_image_gone_from_the_engine_is_pulled_from_the_registry() {
 #[test]
 fn plan_probes_cache_refs_in_the_registry() {
     let Some((host, reg)) = engine() else { return };
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("");
     let tag = format!("{reg}/kiln-e2e/probe-{salt}:1");
     let bake = format!("target \"p\" {{\n  network = \"host\"\n  tags = [\"{tag}\"]\n}}\n");
     let dir = workspace(&[
@@ -1261,11 +1220,7 @@ fn plan_probes_cache_refs_in_the_registry() {
 #[test]
 fn the_job_count_reaches_the_build_as_a_secret_and_never_a_key() {
     let Some((host, _)) = engine() else { return };
-    let salt = format!(
-        "j{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("j");
     let bake = r#"
 target "_c" { network = "host" }
 target "compile" {
@@ -1384,11 +1339,7 @@ fn a_fleet_node_hands_each_build_its_share_of_jobs() {
             Some(v.strip_prefix('=')?.trim().trim_matches('"').to_string())
         })
         .expect("a node endpoint in the fleet file");
-    let salt = format!(
-        "jf{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("jf");
     let fleet = format!(
         "[[node]]\nname = \"one\"\nendpoint = \"{endpoint}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\nslots = 4\n"
     );
@@ -1521,11 +1472,7 @@ fn fleet_preflight_asks_every_node_that_may_build_the_target() {
         })
         .collect();
     assert!(endpoints.len() >= 2, "two fleet nodes: {endpoints:?}");
-    let salt = format!(
-        "pf{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    );
+    let salt = unique("pf");
     let base = format!("kiln-e2e/only-some-nodes-{salt}:1");
     let fleet = format!(
         "[[node]]\nname = \"n1\"\nendpoint = \"{}\"\ncores = 1\nmemory_gb = 64\nlink_mbps = 1000\n\n[[node]]\nname = \"n2\"\nendpoint = \"{}\"\ncores = 1\nmemory_gb = 8\nlink_mbps = 1000\n",

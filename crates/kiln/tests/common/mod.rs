@@ -76,6 +76,15 @@ pub mod e2e {
 
     pub static N: AtomicUsize = AtomicUsize::new(0);
 
+    /// `PREFIX<pid>-<n>`: a name no other test or test process uses.
+    pub fn unique(prefix: &str) -> String {
+        format!(
+            "{prefix}{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        )
+    }
+
     pub fn repo() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
     }
