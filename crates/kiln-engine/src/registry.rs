@@ -254,8 +254,32 @@ impl Registry {
         self.fetch(target).await
     }
 
-    async fn fetch(&self, target: Target) -> Result<Resolution, RegistryError> {
+    /// The size of the image `reference` names, in megabytes (10^6 bytes):
+    /// its config and layers as stored (compressed), what a node pulling it
+    /// moves over its link. `None` for a multi-platform index.
+    pub async fn image_size_mb(&self, reference: &str) -> Result<Option<f64>, RegistryError> {
+        let target = Target::parse(reference)?;
         let name = target.name();
+        let (client, oci_ref) = self.client_for(&target)?;
+        let timeout = self.inner.timeout;
+        let auth = RegistryAuth::Anonymous;
+        let (oci_ref, auth) = (&oci_ref, &auth);
+        match tokio::time::timeout(timeout, retry(|| client.pull_manifest(oci_ref, auth))).await {
+            Err(_elapsed) => Err(RegistryError::Unreachable {
+                registry: target.registry,
+                detail: format!("reading {name}: no answer within {timeout:?}"),
+            }),
+            Ok(Ok((oci_client::manifest::OciManifest::Image(m), _))) => {
+                let bytes: i64 = m.config.size + m.layers.iter().map(|l| l.size).sum::<i64>();
+                Ok(Some(bytes.max(0) as f64 / 1e6))
+            }
+            Ok(Ok((oci_client::manifest::OciManifest::ImageIndex(_), _))) => Ok(None),
+            Ok(Err(e)) => classify(e, &target.registry, &name, timeout).map(|_| None),
+        }
+    }
+
+    /// The client for the target's protocol and its manifest reference.
+    fn client_for(&self, target: &Target) -> Result<(&Client, Reference), RegistryError> {
         let oci_ref = match &target.digest {
             Some(d) => Reference::with_digest(
                 target.registry.clone(),
@@ -273,6 +297,12 @@ impl Registry {
         } else {
             &self.clients()?.https
         };
+        Ok((client, oci_ref))
+    }
+
+    async fn fetch(&self, target: Target) -> Result<Resolution, RegistryError> {
+        let name = target.name();
+        let (client, oci_ref) = self.client_for(&target)?;
         let timeout = self.inner.timeout;
         let auth = RegistryAuth::Anonymous;
         let (oci_ref, auth) = (&oci_ref, &auth);

@@ -1416,6 +1416,35 @@ group "default" {{ targets = ["compile", "plain"] }}
     let p = target(&s, "plain");
     assert_eq!(p["driver"], "engine-api", "{p}");
     assert!(p.get("jobs").is_none(), "{p}");
+    // The fleet run pushed both images and the history learned their sizes
+    // from the registry: once plain's Dockerfile changes, the schedule
+    // pushes its real size (a few MB of busybox over 1000 Mbit/s), not the
+    // default 1000 MB (8 s).
+    std::fs::write(
+        dir.join("Dockerfile.plain"),
+        format!("FROM kiln/busybox:latest\nRUN echo {salt}-changed > /salt\n"),
+    )
+    .unwrap();
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "schedule",
+            "--fleet",
+            "fleet.toml",
+            "--format",
+            "json",
+            "plain",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["default_costs"], serde_json::json!([]), "{v}");
+    let a = &v["assignments"][0];
+    assert_eq!(a["target"], "plain", "{v}");
+    let push = a["push_s"].as_f64().unwrap();
+    assert!(push > 0.0 && push < 1.0, "pushed size learned: {a}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -626,9 +626,13 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .and_then(|(f, t)| kiln_plan::schedule::Fleet::parse(&f, &t).ok())
         .map(|fl| fl.nodes.into_iter().map(|n| (n.name, n.speed)).collect())
         .unwrap_or_default();
-    super::costs::record(&s.store.history, &summary, |node| {
-        speeds.get(node).copied().unwrap_or(1.0)
-    });
+    let sizes = rt.block_on(super::costs::output_sizes(&summary));
+    super::costs::record(
+        &s.store.history,
+        &summary,
+        |node| speeds.get(node).copied().unwrap_or(1.0),
+        |target| sizes.get(target).copied(),
+    );
     // Failures: the failing step and the tail of its log, on stderr.
     for t in summary
         .targets

@@ -1,7 +1,8 @@
 //! Where a target's cost comes from, for the fleet schedule: recorded
 //! history first (median work of the last real builds, normalised by node
 //! speed; `.kiln/history.sqlite`), then the costs file, then the documented
-//! default (docs/scheduling.md). Memory requirements come only from the
+//! default (docs/scheduling.md); output sizes likewise, from the pushed
+//! image's size in the registry. Memory requirements come only from the
 //! file. Also records finished builds into the history.
 
 use std::collections::BTreeMap;
@@ -57,10 +58,41 @@ pub fn cost_of(
     }
 }
 
+/// The size in MB of every image the run built and pushed (`repo@digest`
+/// of its first pushed reference, config and layers as stored): what a
+/// node pulling it moves. Images whose size the registry does not tell are
+/// left out (their `output_mb` stays the costs file's or the default).
+pub async fn output_sizes(summary: &kiln_engine::RunSummary) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let Ok(registry) = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(10))
+    else {
+        return out;
+    };
+    for t in &summary.targets {
+        if t.status != kiln_engine::TargetStatus::Built {
+            continue;
+        }
+        let (Some(digest), Some(pushed)) = (&t.digest, t.pushed.first()) else {
+            continue;
+        };
+        let reference = format!("{}@{digest}", kiln_plan::repository_name(pushed));
+        if let Ok(Some(mb)) = registry.image_size_mb(&reference).await {
+            out.insert(t.name.clone(), mb);
+        }
+    }
+    out
+}
+
 /// Records what a run built (built or failed; skipped and blocked targets
 /// did no work) into the history; `speed` gives a node's relative speed
-/// (1.0 when unknown). Failures to record are warnings.
-pub fn record(path: &Path, summary: &kiln_engine::RunSummary, speed: impl Fn(&str) -> f64) {
+/// (1.0 when unknown), `output_mb` a built target's pushed size when known.
+/// Failures to record are warnings.
+pub fn record(
+    path: &Path,
+    summary: &kiln_engine::RunSummary,
+    speed: impl Fn(&str) -> f64,
+    output_mb: impl Fn(&str) -> Option<f64>,
+) {
     use kiln_engine::TargetStatus;
     let events: Vec<BuildEvent> = summary
         .targets
@@ -73,7 +105,7 @@ pub fn record(path: &Path, summary: &kiln_engine::RunSummary, speed: impl Fn(&st
             node: t.node.clone(),
             node_speed: speed(&t.node),
             duration_s: t.duration_s,
-            output_mb: None,
+            output_mb: output_mb(&t.name),
             steps_total: t.steps.total as u64,
             steps_cached: t.steps.cached as u64,
             status: if t.status == TargetStatus::Built {
