@@ -91,20 +91,6 @@ pub fn needs(
         .collect()
 }
 
-/// Checks every need: the engine first (when given), then the registry.
-pub async fn check(
-    engine: Option<&LocalEngine>,
-    registry: &Registry,
-    needs: Vec<Need>,
-) -> Vec<Checked> {
-    let mut out = Vec::with_capacity(needs.len());
-    for need in needs {
-        let status = status_of(engine, registry, &need.reference).await;
-        out.push(Checked { need, status });
-    }
-    out
-}
-
 /// A node of a fleet run: its name and its engine (`None`: it does not
 /// answer, and the run gives it no work).
 pub struct FleetNode {
@@ -112,7 +98,8 @@ pub struct FleetNode {
     pub engine: Option<LocalEngine>,
 }
 
-/// Checks every need of a fleet run. An image is available when every
+/// Checks every need (one engine is a fleet of one node that may build
+/// everything). An image is available when every
 /// answering node that may build a target needing it (`may_build`: node
 /// indices) holds it, or when the registry does (each node then pulls it by
 /// digest). Held by some of those nodes only and not in the registry, it is
@@ -161,15 +148,6 @@ pub async fn check_fleet(
         out.push(Checked { need, status });
     }
     out
-}
-
-async fn status_of(engine: Option<&LocalEngine>, registry: &Registry, reference: &str) -> Status {
-    if let Some(e) = engine
-        && let Some(id) = e.image_id(reference).await
-    {
-        return Status::Engine { id };
-    }
-    registry_status(registry, reference).await
 }
 
 async fn registry_status(registry: &Registry, reference: &str) -> Status {

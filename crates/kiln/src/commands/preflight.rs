@@ -87,44 +87,47 @@ pub fn check(
 ) -> Result<Vec<Checked>, CliError> {
     let needs = needs(planned, specs);
     let rt = super::build::runtime()?;
-    if let Some((nodes, eligible)) = fleet {
-        if needs.is_empty() {
-            return Ok(Vec::new());
+    // One engine is a fleet of one node that may build everything.
+    let single;
+    let (nodes, eligible) = match fleet {
+        Some(f) => (f.0, Some(f.1)),
+        None => {
+            single = [kiln_engine::run::NodeSpec {
+                name: st.endpoint.host.clone(),
+                endpoint: st.endpoint.clone(),
+                slots: 1,
+            }];
+            (&single[..], None)
         }
-        let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(30))
-            .map_err(|e| CliError::env(e.to_string()))?;
-        return Ok(rt.block_on(async {
-            let mut fleet_nodes = Vec::new();
-            for n in nodes {
-                fleet_nodes.push(kiln_engine::preflight::FleetNode {
-                    name: n.name.clone(),
-                    engine: kiln_engine::local::LocalEngine::connect(n.endpoint.clone())
-                        .await
-                        .ok(),
-                });
-            }
-            kiln_engine::preflight::check_fleet(&fleet_nodes, &registry, needs, |need| {
-                may_build(need, eligible)
-            })
-            .await
-        }));
-    }
-    let engine = match rt.block_on(kiln_engine::local::LocalEngine::connect(
-        st.endpoint.clone(),
-    )) {
-        Ok(e) => Some(e),
-        Err(e) if require_engine => return Err(super::build::engine_error(e, &st.endpoint)),
-        Err(_) => None,
     };
+    let mut fleet_nodes = Vec::new();
+    for n in nodes {
+        let engine = match rt.block_on(kiln_engine::local::LocalEngine::connect(n.endpoint.clone()))
+        {
+            Ok(e) => Some(e),
+            Err(e) if require_engine && eligible.is_none() => {
+                return Err(super::build::engine_error(e, &n.endpoint));
+            }
+            Err(_) => None,
+        };
+        fleet_nodes.push(kiln_engine::preflight::FleetNode {
+            name: n.name.clone(),
+            engine,
+        });
+    }
     if needs.is_empty() {
         return Ok(Vec::new());
     }
     let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(30))
         .map_err(|e| CliError::env(e.to_string()))?;
-    Ok(rt.block_on(kiln_engine::preflight::check(
-        engine.as_ref(),
+    Ok(rt.block_on(kiln_engine::preflight::check_fleet(
+        &fleet_nodes,
         &registry,
         needs,
+        |need| match eligible {
+            Some(e) => may_build(need, e),
+            None => vec![0],
+        },
     )))
 }
 
