@@ -412,9 +412,10 @@ pub async fn predict(
 /// Where the image of a record can be had.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Located {
-    /// The engine holds the image id; `unique_tagged` when its unique
-    /// reference still points at it.
-    Engine { unique_tagged: bool },
+    /// The engine holds the image (same identity) under `source`, a
+    /// reference it knows: the unique reference when that still points at
+    /// it (`unique_tagged`), else one of the recorded tags.
+    Engine { source: String, unique_tagged: bool },
     /// Only a registry holds it, as this `repo@digest` (pushed when built).
     Registry(String),
     /// Neither.
@@ -422,9 +423,11 @@ pub enum Located {
 }
 
 /// Finds the image of `target`'s record: on the engine (its unique
-/// reference answers in one request in the usual case, else the id), else
-/// in a registry it was pushed to. `kiln plan` and `kiln build` decide
-/// skips with this one function.
+/// reference answers in one request in the usual case, else a recorded
+/// tag that still names the same image), else in a registry it was pushed
+/// to. Images are compared by identity ([`crate::identity`]), which is the
+/// same on every engine and image store. `kiln plan` and `kiln build`
+/// decide skips with this one function.
 pub async fn locate(
     engine: Option<&LocalEngine>,
     resolver: &Resolver,
@@ -436,13 +439,17 @@ pub async fn locate(
         let unique = crate::run::local_ref(target, id);
         if e.image_id(&unique).await.as_deref() == Some(id) {
             return Located::Engine {
+                source: unique,
                 unique_tagged: true,
             };
         }
-        if e.image_id(id).await.as_deref() == Some(id) {
-            return Located::Engine {
-                unique_tagged: false,
-            };
+        for t in &rec.tags {
+            if e.image_id(t).await.as_deref() == Some(id) {
+                return Located::Engine {
+                    source: t.clone(),
+                    unique_tagged: false,
+                };
+            }
         }
     }
     match in_registry(resolver, rec).await {

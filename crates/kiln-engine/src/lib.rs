@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod git;
 pub mod hashing;
+pub mod identity;
 pub mod inputs;
 pub mod jobs;
 pub mod keys;

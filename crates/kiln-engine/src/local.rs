@@ -36,6 +36,33 @@ pub struct Failed {
     pub steps: StepCounts,
 }
 
+/// Where an engine keeps its images.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageStore {
+    /// The classic graph-driver store (`overlay2`, `vfs`, ...): an image's
+    /// id is its config digest.
+    Classic,
+    /// The containerd image store (the default for new installs from
+    /// Docker 29): an image's id is its manifest digest, and dockerd cannot
+    /// hand an uploaded context tar to its BuildKit (`load remote build
+    /// context ... no such host`), so builds take the session-based client.
+    Containerd,
+}
+
+impl ImageStore {
+    /// From `docker info`'s `DriverStatus` pairs.
+    pub fn from_driver_status(status: &[Vec<String>]) -> ImageStore {
+        let containerd = status.iter().any(|kv| {
+            kv.len() == 2 && kv[0] == "driver-type" && kv[1].starts_with("io.containerd.snapshotter")
+        });
+        if containerd {
+            ImageStore::Containerd
+        } else {
+            ImageStore::Classic
+        }
+    }
+}
+
 /// A connected local engine.
 #[derive(Clone)]
 pub struct LocalEngine {
@@ -43,6 +70,10 @@ pub struct LocalEngine {
     pub endpoint: Endpoint,
     /// `os/arch` of the engine (`linux/amd64`).
     pub platform: String,
+    /// Its image store.
+    pub image_store: ImageStore,
+    /// The engine's version (`26.1.5`), as it says.
+    pub version: String,
 }
 
 /// Seconds of a protobuf timestamp (`seconds`, `nanos`).
@@ -83,10 +114,17 @@ impl LocalEngine {
             v.os.unwrap_or_else(|| "linux".into()),
             v.arch.unwrap_or_else(|| "amd64".into())
         );
+        let info = docker
+            .info()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let image_store = ImageStore::from_driver_status(&info.driver_status.unwrap_or_default());
         Ok(LocalEngine {
             docker,
             endpoint,
             platform,
+            image_store,
+            version: v.version.unwrap_or_default(),
         })
     }
 
@@ -106,13 +144,20 @@ impl LocalEngine {
         &self.docker
     }
 
-    /// Whether an image reference or id exists locally.
+    /// The identity ([`crate::identity`]) of the image `reference` names
+    /// on this engine, if it holds one: the same value for the same image
+    /// on every engine and image store, so records, keys and early cutoff
+    /// compare it, never the engine's own id.
     pub async fn image_id(&self, reference: &str) -> Option<String> {
-        self.docker
-            .inspect_image(reference)
-            .await
-            .ok()
-            .and_then(|i| i.id)
+        let i = self.docker.inspect_image(reference).await.ok()?;
+        crate::identity::from_inspect(&i)
+    }
+
+    /// The engine's own id of the image `reference` names (its config
+    /// digest on the classic store, its manifest digest on the containerd
+    /// store): only for talking to this engine.
+    pub async fn engine_id(&self, reference: &str) -> Option<String> {
+        self.docker.inspect_image(reference).await.ok()?.id
     }
 
     /// Tags `image` as `reference` (`repo[:tag]`).
@@ -320,12 +365,12 @@ impl LocalEngine {
                 steps: tracker.counts(),
             }));
         }
-        let image_id = match image_id {
-            Some(id) => id,
-            None => self.image_id(build_tag).await.ok_or_else(|| {
-                EngineError::Build(format!("build of {} finished without an image", spec.name))
-            })?,
-        };
+        // The aux message carries the engine's own id; what kiln records
+        // is the image's identity, read from the tag the build named.
+        let _ = image_id;
+        let image_id = self.image_id(build_tag).await.ok_or_else(|| {
+            EngineError::Build(format!("build of {} finished without an image", spec.name))
+        })?;
         Ok(Ok(Built {
             image_id,
             steps: tracker.counts(),

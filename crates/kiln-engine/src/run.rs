@@ -20,7 +20,7 @@ use crate::error::EngineError;
 use crate::events::{Event, Reporter};
 use crate::hashing::StatCache;
 use crate::keys::{Keyed, key_on};
-use crate::local::{Built, Failed, LocalEngine};
+use crate::local::{Built, Failed, ImageStore, LocalEngine};
 use crate::rewrite::rewrite;
 use crate::spec::{BuildSpec, ContextSource, Endpoint};
 use crate::steps::StepCounts;
@@ -174,9 +174,11 @@ pub fn local_ref(target: &str, image_id: &str) -> String {
 }
 
 /// The driver of a build: the docker CLI when the build takes a secret
-/// (the bake file's, or the job count), else the Engine API.
-fn driver_name(spec: &BuildSpec, jobs_secret: bool) -> &'static str {
-    if spec.secrets.is_empty() && !jobs_secret {
+/// (the bake file's, or the job count) or the engine keeps its images in
+/// the containerd store (whose BuildKit cannot read an uploaded context
+/// tar), else the Engine API.
+fn driver_name(spec: &BuildSpec, jobs_secret: bool, store: ImageStore) -> &'static str {
+    if spec.secrets.is_empty() && !jobs_secret && store == ImageStore::Classic {
         "engine-api"
     } else {
         "docker-cli"
@@ -538,7 +540,7 @@ pub async fn run(
             key,
             duration_s,
             steps: StepCounts::default(),
-            driver: driver_name(s, jobs_secret).into(),
+            driver: driver_name(s, jobs_secret, shared.nodes[k].engine.image_store).into(),
             reason: None,
             error: None,
             failed_step: None,
@@ -638,7 +640,7 @@ fn blocked(s: &BuildSpec, node: &str, reason: String) -> TargetResult {
         key: None,
         duration_s: 0.0,
         steps: StepCounts::default(),
-        driver: driver_name(s, false).into(),
+        driver: driver_name(s, false, ImageStore::Classic).into(),
         reason: Some(reason),
         error: None,
         failed_step: None,
@@ -850,24 +852,41 @@ async fn decide_and_build(
             Lookup::Hit(entry) => {
                 let rec = entry.record;
                 use crate::keys::Located;
-                match crate::keys::locate(Some(&node.engine), &node.resolver, &spec.name, &rec)
-                    .await
-                {
-                    Located::Engine { unique_tagged } => {
-                        return adopt(sh, node, spec, rec, inputs, rebuilt, unique_tagged, None)
-                            .await;
+                let located =
+                    crate::keys::locate(Some(&node.engine), &node.resolver, &spec.name, &rec).await;
+                match &located {
+                    Located::Engine {
+                        source,
+                        unique_tagged,
+                    } => {
+                        let from = Source {
+                            reference: source.clone(),
+                            unique_tagged: *unique_tagged,
+                            pulled: false,
+                        };
+                        return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
                     }
                     // Pushed when it was built and still in the registry:
                     // pull it by digest instead of building it again.
-                    Located::Registry(r) if pull_recorded(node, &rec, &r).await => {
-                        return adopt(sh, node, spec, rec, inputs, rebuilt, false, Some(r)).await;
-                    }
-                    Located::Registry(_) | Located::Gone => {}
+                    Located::Registry(r) => match pull_recorded(node, &rec, r).await {
+                        Ok(()) => {
+                            let from = Source {
+                                reference: r.clone(),
+                                unique_tagged: false,
+                                pulled: true,
+                            };
+                            return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
+                        }
+                        Err(why) => warn(format!(
+                            "the record for {key} names image {}, pushed as {r}, but {why}; rebuilding",
+                            rec.image_id
+                        )),
+                    },
+                    Located::Gone => warn(format!(
+                        "the record for {key} names image {}, which the engine no longer has and no registry holds; rebuilding",
+                        rec.image_id
+                    )),
                 }
-                warn(format!(
-                    "the record for {key} names image {}, which the engine no longer has; rebuilding",
-                    rec.image_id
-                ));
                 force = true;
             }
             Lookup::Corrupt(why) => {
@@ -892,7 +911,7 @@ async fn decide_and_build(
     *handed_jobs = jobs;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),
-        driver: driver_name(spec, keyed.jobs_secret).into(),
+        driver: driver_name(spec, keyed.jobs_secret, node.engine.image_store).into(),
         node: node.name.clone(),
     });
     let t0 = Instant::now();
@@ -942,13 +961,19 @@ async fn decide_and_build(
     Ok(Outcome::Built(built, pushed))
 }
 
+/// Where a recorded image was found on the engine: a reference the engine
+/// knows that names it, and how it got there.
+struct Source {
+    reference: String,
+    /// The unique reference already points at it.
+    unique_tagged: bool,
+    /// Pulled from the registry in this run (by `reference`, a digest).
+    pulled: bool,
+}
+
 /// A hit whose image the engine holds: no build. Restores the unique
 /// reference and any requested tag that no longer points at the image,
 /// pushes when asked, and refreshes the target's latest-record pointer.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site, each argument distinct"
-)]
 async fn adopt(
     sh: &Shared,
     node: &Node,
@@ -956,21 +981,21 @@ async fn adopt(
     rec: Record,
     inputs: serde_json::Value,
     rebuilt: &[String],
-    unique_ok: bool,
-    pulled: Option<String>,
+    from: Source,
 ) -> Result<Outcome, EngineError> {
     let id = rec.image_id.clone();
     let unique = local_ref(&spec.name, &id);
     let mut retagged = Vec::new();
-    let to_check = (!unique_ok).then_some(&unique);
+    let to_check = (!from.unique_tagged).then_some(&unique);
     for t in to_check.into_iter().chain(spec.tags.iter()) {
         if node.engine.image_id(t).await.as_deref() != Some(id.as_str()) {
-            node.engine.tag(&id, t).await?;
+            node.engine.tag(&from.reference, t).await?;
             if t != &unique {
                 retagged.push(t.clone());
             }
         }
     }
+    let pulled = from.pulled.then_some(from.reference);
     let mut pushed = Vec::new();
     if spec.push {
         for t in &spec.tags {
@@ -1008,10 +1033,17 @@ async fn adopt(
 }
 
 /// Pulls a recorded image the engine lacks from `reference` (its
-/// `repo@digest`); true once the engine holds the recorded image id.
-async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> bool {
-    node.engine.pull(reference).await.is_ok()
-        && node.engine.image_id(&rec.image_id).await.as_deref() == Some(rec.image_id.as_str())
+/// `repo@digest`); done once the pulled image has the recorded identity.
+async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> Result<(), String> {
+    node.engine
+        .pull(reference)
+        .await
+        .map_err(|e| format!("pulling it failed ({e})"))?;
+    match node.engine.image_id(reference).await {
+        Some(id) if id == rec.image_id => Ok(()),
+        Some(id) => Err(format!("the pulled image is {id}, not the recorded one")),
+        None => Err("the engine does not show the pulled image".into()),
+    }
 }
 
 /// The current time, RFC 3339 UTC to the second.
@@ -1096,7 +1128,7 @@ async fn build_one(
         rw.args.insert("BUILDKIT_INLINE_CACHE".into(), "1".into());
     }
     let build_tag = format!("kiln.local/{}:run-{run_id}", spec.name.to_ascii_lowercase());
-    let outcome = if spec.secrets.is_empty() && jobs.is_none() {
+    let outcome = if driver_name(spec, jobs.is_some(), engine.image_store) == "engine-api" {
         engine
             .build(spec, &rw.dockerfile, &rw.args, &build_tag, reporter)
             .await?
@@ -1112,7 +1144,7 @@ async fn build_one(
         )
         .await?
     };
-    let built = match outcome {
+    let mut built = match outcome {
         Ok(b) => b,
         // The daemon died under the build (the docker CLI driver only
         // sees its client fail): the node is gone, not the build.
@@ -1130,10 +1162,18 @@ async fn build_one(
             return Ok(Err(f));
         }
     };
+    // What kiln records is the image's identity, the same on every engine
+    // and image store; tags are made from the build tag the engine knows.
+    built.image_id = engine.image_id(&build_tag).await.ok_or_else(|| {
+        EngineError::Build(format!(
+            "build of {} finished, but the engine does not show its image {build_tag}",
+            spec.name
+        ))
+    })?;
     let unique = local_ref(&spec.name, &built.image_id);
-    engine.tag(&built.image_id, &unique).await?;
+    engine.tag(&build_tag, &unique).await?;
     for t in &spec.tags {
-        engine.tag(&built.image_id, t).await?;
+        engine.tag(&build_tag, t).await?;
     }
     // The per-run build tag has served its purpose.
     engine.untag(&build_tag).await;
@@ -1251,8 +1291,12 @@ mod tests {
     #[test]
     fn secrets_and_the_job_count_take_the_cli() {
         let plain = BuildSpec::default();
-        assert_eq!(driver_name(&plain, false), "engine-api");
-        assert_eq!(driver_name(&plain, true), "docker-cli");
+        assert_eq!(driver_name(&plain, false, ImageStore::Classic), "engine-api");
+        assert_eq!(driver_name(&plain, true, ImageStore::Classic), "docker-cli");
+        assert_eq!(
+            driver_name(&plain, false, ImageStore::Containerd),
+            "docker-cli"
+        );
         let with_secret = BuildSpec {
             secrets: vec![crate::spec::SecretSpec {
                 id: "tok".into(),
@@ -1261,7 +1305,10 @@ mod tests {
             }],
             ..BuildSpec::default()
         };
-        assert_eq!(driver_name(&with_secret, false), "docker-cli");
+        assert_eq!(
+            driver_name(&with_secret, false, ImageStore::Classic),
+            "docker-cli"
+        );
     }
 
     #[test]

@@ -65,6 +65,17 @@ impl Setup {
         let real = connect(format!("unix://{}", socket.display()))
             .await
             .expect("engine");
+        // These faults are those of the Engine API's context upload, which
+        // kiln uses on the classic image store only (the containerd
+        // store's BuildKit cannot read an uploaded tar, so builds there
+        // take the docker CLI's session client). CI runs them on the
+        // legacy engine (scripts/dev-env up --engine legacy).
+        if real.image_store == kiln_engine::local::ImageStore::Containerd {
+            eprintln!(
+                "skipped: the engine keeps its images in the containerd store, where kiln does not upload contexts through the Engine API; these tests run on the legacy engine"
+            );
+            return None;
+        }
         Some(Setup {
             proxy,
             engine,

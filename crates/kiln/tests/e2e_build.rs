@@ -1271,7 +1271,7 @@ group "default" { targets = ["compile", "plain"] }
     let key = c["key"].as_str().unwrap().to_string();
     let p = target(&s, "plain");
     assert_eq!(p["status"], "built", "{p}");
-    assert_eq!(p["driver"], "engine-api", "{p}");
+    assert_eq!(p["driver"], plain_driver(&host), "{p}");
     assert!(p.get("jobs").is_none(), "not mounted, not handed: {p}");
     // The RUN step used it; no build arg carried it (an ARG would show as
     // `|1 NAME=value` before the command).
@@ -1414,7 +1414,7 @@ group "default" {{ targets = ["compile", "plain"] }}
     );
     assert_eq!(held, format!("{jobs}\n"));
     let p = target(&s, "plain");
-    assert_eq!(p["driver"], "engine-api", "{p}");
+    assert_eq!(p["driver"], plain_driver(&endpoint), "{p}");
     assert!(p.get("jobs").is_none(), "{p}");
     // The fleet run pushed both images and the history learned their sizes
     // from the registry: once plain's Dockerfile changes, the schedule

@@ -168,6 +168,24 @@ pub mod e2e {
             .unwrap_or_else(|| panic!("{name} not in {s}"))
     }
 
+    /// Whether the engine at `host` keeps its images in the containerd
+    /// store (`docker info`'s driver-type).
+    pub fn containerd_store(host: &str) -> bool {
+        docker(host, &["info", "--format", "{{json .DriverStatus}}"])
+            .contains("io.containerd.snapshotter")
+    }
+
+    /// The driver kiln uses on `host` for a build without secrets: the
+    /// Engine API on the classic image store, the docker CLI's session
+    /// client on the containerd store (docs/engine-local.md).
+    pub fn plain_driver(host: &str) -> &'static str {
+        if containerd_store(host) {
+            "docker-cli"
+        } else {
+            "engine-api"
+        }
+    }
+
     pub fn docker(host: &str, args: &[&str]) -> String {
         let o = Command::new("/usr/bin/docker")
             .arg("-H")
