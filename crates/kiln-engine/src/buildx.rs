@@ -1,10 +1,13 @@
-//! The buildx driver: the `docker buildx build` command line that builds a
-//! target on a buildx builder (remote, docker-container or kubernetes
-//! driver), with kiln's cache policy applied.
+//! The buildx driver: builds a target with `docker buildx build` on a
+//! buildx builder, with kiln's cache policy applied, and reads the outcome
+//! back (live progress as kiln's events, the pushed digest from
+//! `--metadata-file`). [`command`] is the command line (also what
+//! `kiln plan --driver buildx` prints); [`BuildxDriver`] runs it.
 //!
-//! buildx is not installable on the reference machine, so this driver is a
-//! command-line generator whose output is tested as data (snapshots of the
-//! twin's command lines); running it is a plain process spawn.
+//! Only buildx's documented command-line contract is used: `buildx
+//! version`, `buildx inspect`, `buildx build` with `--progress`,
+//! `--metadata-file`, `--build-context`, `--secret`, `--cache-from/to`,
+//! `--push`; features are chosen by the version buildx reports.
 //!
 //! What it always does: registry cache import of the stable ref and the
 //! per-commit ref, export to the stable ref with `mode=max`; named contexts
@@ -21,6 +24,9 @@ use std::path::Path;
 
 use kiln_plan::cache::CachePolicy;
 
+use crate::driver::{BuildOutcome, BuildRequest};
+use crate::error::EngineError;
+use crate::local::Failed;
 use crate::spec::{BuildSpec, ContextSource};
 
 /// How to invoke buildx.
@@ -32,6 +38,16 @@ pub struct BuildxOptions {
     pub docker: String,
     /// Where buildx writes the build result (`--metadata-file`).
     pub metadata_file: Option<String>,
+    /// A docker-driver builder is a docker context: buildx before 0.14
+    /// selects it only as `docker --context NAME buildx`, so it is named
+    /// that way instead of `--builder`.
+    pub context: Option<String>,
+    /// `--progress` (`rawjson`, or `plain` for a buildx without it).
+    pub progress: String,
+    /// Secrets kiln adds itself (the job count), after the bake file's.
+    pub implicit_secrets: Vec<crate::spec::SecretSpec>,
+    /// Extra tags (the per-run build tag when nothing is pushed).
+    pub extra_tags: Vec<String>,
 }
 
 impl Default for BuildxOptions {
@@ -40,6 +56,10 @@ impl Default for BuildxOptions {
             builder: "default".into(),
             docker: "docker".into(),
             metadata_file: None,
+            context: None,
+            progress: "rawjson".into(),
+            implicit_secrets: Vec::new(),
+            extra_tags: Vec::new(),
         }
     }
 }
@@ -66,15 +86,17 @@ pub fn command(
     opts: &BuildxOptions,
     cwd: &Path,
 ) -> Vec<String> {
-    let mut a: Vec<String> = vec![
-        opts.docker.clone(),
-        "buildx".into(),
-        "build".into(),
-        "--builder".into(),
-        opts.builder.clone(),
-        "--progress".into(),
-        "rawjson".into(),
-    ];
+    let mut a: Vec<String> = vec![opts.docker.clone()];
+    match &opts.context {
+        Some(c) => a.extend(["--context".into(), c.clone(), "buildx".into(), "build".into()]),
+        None => a.extend([
+            "buildx".into(),
+            "build".into(),
+            "--builder".into(),
+            opts.builder.clone(),
+        ]),
+    }
+    a.extend(["--progress".into(), opts.progress.clone()]);
     let mut flag = |k: &str, v: String| {
         a.push(k.to_string());
         a.push(v);
@@ -102,7 +124,7 @@ pub fn command(
     for (k, v) in &spec.labels {
         flag("--label", format!("{k}={v}"));
     }
-    for t in &spec.tags {
+    for t in spec.tags.iter().chain(&opts.extra_tags) {
         flag("--tag", t.clone());
     }
     for (name, src) in &spec.contexts {
@@ -120,7 +142,15 @@ pub fn command(
         };
         flag("--build-context", format!("{name}={value}"));
     }
-    for s in &spec.secrets {
+    // A dependency's tag (or a registry-pinned base image) named directly
+    // in the Dockerfile resolves to what this run built: BuildKit takes a
+    // named context whose name is an image reference in its place.
+    for (name, r) in hand_over {
+        if !spec.contexts.contains_key(name) && kiln_plan::ImageRef::parse(name).is_some() {
+            flag("--build-context", format!("{name}=docker-image://{r}"));
+        }
+    }
+    for s in spec.secrets.iter().chain(&opts.implicit_secrets) {
         let mut v = format!("id={}", s.id);
         if let Some(src) = &s.src {
             v.push_str(&format!(",src={}", shown(src, cwd)));
@@ -143,7 +173,7 @@ pub fn command(
         a.push("--cache-to".into());
         a.push(e.csv());
     }
-    if spec.push {
+    if spec.push && !spec.tags.is_empty() {
         a.push("--push".into());
     }
     if let Some(m) = &opts.metadata_file {
@@ -152,6 +182,358 @@ pub fn command(
     }
     a.push(shown(&spec.context, cwd));
     a
+}
+
+/// A buildx builder to build on, as the user names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuilderSpec {
+    /// The builder's name (`docker buildx ls`); for a docker-driver
+    /// builder, its docker context.
+    pub name: String,
+    /// The docker CLI that carries the buildx plugin.
+    pub docker: std::path::PathBuf,
+}
+
+/// A buildx version, as `docker buildx version` prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version(pub u32, pub u32, pub u32);
+
+impl Version {
+    /// From `github.com/docker/buildx v0.15.1 <commit>` or
+    /// `github.com/docker/buildx 0.13.1+ds1 0.13.1+ds1-3` (distribution
+    /// builds drop the `v` and add a suffix).
+    pub fn parse(text: &str) -> Option<Version> {
+        let word = text.split_whitespace().nth(1)?;
+        let word = word.trim_start_matches('v');
+        let mut nums = word
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse::<u32>().ok());
+        Some(Version(nums.next()??, nums.next()??, nums.next().flatten().unwrap_or(0)))
+    }
+
+    /// `--progress rawjson` (present in 0.13, as the distribution build
+    /// checked here shows; documented from 0.15); `plain` before it.
+    pub fn progress(self) -> &'static str {
+        if self >= Version(0, 13, 0) {
+            "rawjson"
+        } else {
+            "plain"
+        }
+    }
+}
+
+/// What `docker buildx inspect NAME` says of a builder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inspected {
+    /// `docker`, `docker-container`, `remote`, `kubernetes`.
+    pub driver: String,
+    /// The first node's endpoint (for the docker driver: its context).
+    pub endpoint: Option<String>,
+}
+
+impl Inspected {
+    /// From the text of `docker buildx inspect` (documented fields
+    /// `Driver:` and, per node, `Endpoint:`).
+    pub fn parse(text: &str) -> Option<Inspected> {
+        let field = |k: &str| {
+            text.lines().find_map(|l| {
+                let (a, b) = l.split_once(':')?;
+                (a.trim() == k).then(|| b.trim().to_string())
+            })
+        };
+        Some(Inspected {
+            driver: field("Driver")?,
+            endpoint: field("Endpoint").filter(|e| !e.is_empty()),
+        })
+    }
+}
+
+/// The buildx driver: one builder.
+pub struct BuildxDriver {
+    builder: BuilderSpec,
+    version: Version,
+    inspected: Inspected,
+    engine: crate::local::LocalEngine,
+}
+
+/// Runs the docker CLI with buildx; stdout+stderr on failure.
+async fn docker_output(
+    docker: &std::path::Path,
+    args: &[&str],
+    env_clean: bool,
+) -> Result<String, String> {
+    let mut c = tokio::process::Command::new(docker);
+    c.args(args).stdin(std::process::Stdio::null());
+    if env_clean {
+        c.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
+    }
+    let o = c
+        .output()
+        .await
+        .map_err(|e| format!("cannot run {}: {e}", docker.display()))?;
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    if o.status.success() {
+        Ok(out)
+    } else {
+        Err(format!("{}{}", out, String::from_utf8_lossy(&o.stderr))
+            .trim()
+            .to_string())
+    }
+}
+
+impl BuildxDriver {
+    /// Finds the builder and the engine behind it. A missing buildx is an
+    /// environment failure, an unknown builder bad input; both say what
+    /// to do.
+    pub async fn connect(b: &BuilderSpec) -> Result<BuildxDriver, EngineError> {
+        let v = docker_output(&b.docker, &["buildx", "version"], false)
+            .await
+            .map_err(|e| {
+                EngineError::Tool(format!(
+                    "buildx is not available ({}buildx version: {e}); install the docker-buildx plugin into $DOCKER_CONFIG/cli-plugins or ~/.docker/cli-plugins (scripts/dev-env up does for its engines)",
+                    b.docker.display()
+                ))
+            })?;
+        let version = Version::parse(&v).ok_or_else(|| {
+            EngineError::Tool(format!("cannot read the buildx version from {v:?}"))
+        })?;
+        let text = docker_output(&b.docker, &["buildx", "inspect", &b.name], false)
+            .await
+            .map_err(|e| {
+                EngineError::Input(format!(
+                    "no buildx builder {} ({e}); `docker buildx ls` lists the builders, `docker buildx create` or `docker context create` makes one",
+                    b.name
+                ))
+            })?;
+        let inspected = Inspected::parse(&text).ok_or_else(|| {
+            EngineError::Tool(format!(
+                "cannot read `docker buildx inspect {}`: {text:?}",
+                b.name
+            ))
+        })?;
+        if inspected.driver != "docker" {
+            return Err(EngineError::Input(format!(
+                "buildx builder {} uses the {} driver; kiln's buildx driver builds on docker-driver builders (a docker context per engine) so far, where the images land in the engine kiln hands over from — a builder that keeps no image needs hand-over through the registry only, which is not done yet",
+                b.name, inspected.driver
+            )));
+        }
+        let context = inspected.endpoint.clone().unwrap_or_else(|| b.name.clone());
+        let host = docker_output(
+            &b.docker,
+            &["context", "inspect", &context, "--format", "{{.Endpoints.docker.Host}}"],
+            true,
+        )
+        .await
+        .map_err(|e| {
+            EngineError::Tool(format!(
+                "buildx builder {} names the docker context {context}, which `docker context inspect` cannot read: {e}",
+                b.name
+            ))
+        })?;
+        let engine = crate::local::LocalEngine::connect(crate::spec::Endpoint {
+            host: host.trim().to_string(),
+            docker_cli: std::env::var_os("KILN_DOCKER_CLI")
+                .map(Into::into)
+                .unwrap_or_else(|| "/usr/bin/docker".into()),
+        })
+        .await?;
+        Ok(BuildxDriver {
+            builder: b.clone(),
+            version,
+            inspected: Inspected {
+                endpoint: Some(context),
+                ..inspected
+            },
+            engine,
+        })
+    }
+
+    /// The buildx version in use.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    async fn build_target(&self, req: BuildRequest<'_>) -> BuildOutcome {
+        let spec = req.spec;
+        let dir = crate::docker_cli::TempDir::new(&spec.name)?;
+        let tmp = dir.path();
+        let metadata = tmp.join("metadata.json");
+        let mut spec_run = spec.clone();
+        if let Some(text) = &spec.dockerfile_inline {
+            let df = tmp.join("Dockerfile");
+            std::fs::write(&df, text).map_err(|e| EngineError::io(df.display().to_string(), e))?;
+            spec_run.dockerfile = df;
+            spec_run.dockerfile_inline = None;
+        }
+        let implicit = match req.jobs {
+            Some(n) => vec![crate::jobs::write_secret(tmp, n)?],
+            None => Vec::new(),
+        };
+        let pushes = spec.push && !spec.tags.is_empty();
+        // Nothing pushed: the image is named by the per-run tag in the
+        // engine; pushed: by its first tag (a kiln.local/ tag cannot be
+        // pushed).
+        let build_tag = crate::driver::build_tag(spec, req.run_id);
+        let local = if pushes {
+            spec.tags[0].clone()
+        } else {
+            build_tag.clone()
+        };
+        let policy = spec.buildx_cache.clone().unwrap_or_else(|| CachePolicy {
+            driver: kiln_plan::cache::Driver::Buildx,
+            platform: "native".into(),
+            stable_ref: None,
+            from: Vec::new(),
+            to: Vec::new(),
+            inline: false,
+            notices: Vec::new(),
+        });
+        let opts = BuildxOptions {
+            builder: self.builder.name.clone(),
+            docker: self.builder.docker.display().to_string(),
+            metadata_file: Some(metadata.display().to_string()),
+            context: self.inspected.endpoint.clone(),
+            progress: self.version.progress().into(),
+            implicit_secrets: implicit,
+            extra_tags: if pushes { Vec::new() } else { vec![build_tag] },
+        };
+        // buildx runs in the context directory; paths are shown from there.
+        let argv = command(&spec_run, &policy, req.hand_over, &opts, &spec.context);
+        let mut child = tokio::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(&spec.context)
+            .env_remove("DOCKER_HOST")
+            .env_remove("DOCKER_CONTEXT")
+            .env_remove("BUILDX_BUILDER")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| EngineError::Tool(format!("cannot run {}: {e}", argv[0])))?;
+        let mut log = crate::driver::LogFile::create(req.log);
+        let mut tracker = crate::steps::StepTracker::new(&spec.name);
+        let mut raw = crate::steps::RawJsonParser::default();
+        let mut plain = crate::steps::PlainParser::default();
+        let mut tail: Vec<String> = Vec::new();
+        let rawjson = opts.progress == "rawjson";
+        if let Some(err) = child.stderr.take() {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                log.line(&line);
+                let texts = if rawjson {
+                    let o = raw.line(&mut tracker, &line);
+                    for e in &o.events {
+                        req.reporter.event(e);
+                    }
+                    o.text
+                } else {
+                    for e in plain.line(&mut tracker, &line) {
+                        req.reporter.event(&e);
+                    }
+                    vec![line]
+                };
+                for t in texts {
+                    if tail.len() == 40 {
+                        tail.remove(0);
+                    }
+                    tail.push(t);
+                }
+            }
+        }
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| EngineError::io("waiting for docker buildx", e))?;
+        drop(log);
+        let meta: Option<serde_json::Value> = std::fs::read(&metadata)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        drop(dir);
+        if !status.success() {
+            let (step, message, log_tail) = match tracker.failure() {
+                Some((s, m, logs)) => (Some(s), m, logs),
+                None => {
+                    let last = tail
+                        .iter()
+                        .rev()
+                        .find(|l| l.starts_with("ERROR"))
+                        .or_else(|| tail.iter().rev().find(|l| !l.trim().is_empty()))
+                        .cloned()
+                        .unwrap_or_else(|| format!("docker buildx build exited with {status}"));
+                    (None, last, tail.clone())
+                }
+            };
+            let failed = Failed {
+                message,
+                step,
+                log_tail,
+                steps: tracker.counts(),
+                cache: tracker.cache_ops(),
+            };
+            return crate::driver::lost_or_failed(&self.engine, spec, failed).await;
+        }
+        let digest = meta
+            .as_ref()
+            .and_then(|m| m.get("containerimage.digest"))
+            .and_then(|d| d.as_str())
+            .filter(|d| d.starts_with("sha256:"))
+            .map(String::from);
+        if pushes && digest.is_none() {
+            return Err(EngineError::Build(format!(
+                "target {}: buildx pushed, but its metadata file names no digest (containerimage.digest)",
+                spec.name
+            )));
+        }
+        let built = crate::local::Built {
+            image_id: String::new(),
+            steps: tracker.counts(),
+                cache: tracker.cache_ops(),
+        };
+        crate::driver::finish(&self.engine, spec, &local, built, digest.filter(|_| pushes), req.reporter)
+            .await
+    }
+}
+
+impl crate::driver::Driver for BuildxDriver {
+    fn engine(&self) -> &crate::local::LocalEngine {
+        &self.engine
+    }
+
+    fn kind(&self, _spec: &BuildSpec, _jobs_secret: bool) -> &'static str {
+        "buildx"
+    }
+
+    fn check(&self, specs: &[BuildSpec]) -> Result<(), EngineError> {
+        for s in specs {
+            if s.platforms.len() > 1 {
+                return Err(EngineError::Input(format!(
+                    "target {}: {} platforms in one target; kiln's buildx driver records one image per target so far, so build them separately with --set {}.platform=...",
+                    s.name,
+                    s.platforms.len(),
+                    s.name
+                )));
+            }
+            for (name, c) in &s.contexts {
+                if let ContextSource::Local { path } = c {
+                    return Err(EngineError::Input(format!(
+                        "target {}: named context {name} = {path:?} is a local directory, which kiln's content key does not cover yet; only target: and docker-image:// contexts are handed over",
+                        s.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn build<'a>(
+        &'a self,
+        req: BuildRequest<'a>,
+    ) -> futures_util::future::BoxFuture<'a, BuildOutcome> {
+        Box::pin(self.build_target(req))
+    }
 }
 
 /// Flags of `docker buildx build` that take no value.

@@ -80,10 +80,14 @@ pub fn args(
 }
 
 /// A private temporary directory (mode 0700), removed when dropped.
-struct TempDir(std::path::PathBuf);
+pub(crate) struct TempDir(std::path::PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> Result<TempDir, EngineError> {
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    pub(crate) fn new(name: &str) -> Result<TempDir, EngineError> {
         let path =
             std::env::temp_dir().join(format!("kiln-{}-{}-{}", std::process::id(), name, unique()));
         let mut b = std::fs::DirBuilder::new();
@@ -115,7 +119,9 @@ pub async fn build(
     build_tag: &str,
     jobs: Option<u32>,
     reporter: &dyn Reporter,
+    log: Option<&std::path::Path>,
 ) -> Result<Result<Built, Failed>, EngineError> {
+    let mut log = crate::driver::LogFile::create(log);
     let dir = TempDir::new(&spec.name)?;
     let tmp = &dir.0;
     let df = tmp.join("Dockerfile");
@@ -154,6 +160,7 @@ pub async fn build(
     if let Some(err) = child.stderr.take() {
         let mut lines = BufReader::new(err).lines();
         while let Ok(Some(line)) = lines.next_line().await {
+            log.line(&line);
             for e in parser.line(&mut tracker, &line) {
                 reporter.event(&e);
             }
@@ -175,6 +182,7 @@ pub async fn build(
         (true, Some(id)) if !id.is_empty() => Ok(Ok(Built {
             image_id: id,
             steps: tracker.counts(),
+                cache: tracker.cache_ops(),
         })),
         _ => {
             let (step, message, log_tail) = match tracker.failure() {
@@ -200,6 +208,7 @@ pub async fn build(
                 step,
                 log_tail,
                 steps: tracker.counts(),
+                cache: tracker.cache_ops(),
             }))
         }
     }

@@ -12,6 +12,10 @@ pub enum EngineError {
     /// The build ran and failed.
     #[error("{0}")]
     Build(String),
+    /// A tool kiln drives is missing or unusable (buildx, the docker CLI):
+    /// an environment failure (exit code 3); the message says what to do.
+    #[error("{0}")]
+    Tool(String),
     /// The record store could not be read (exit code 3).
     #[error("{0}")]
     Store(String),

@@ -12,6 +12,7 @@
 pub mod buildx;
 pub mod context;
 pub mod docker_cli;
+pub mod driver;
 pub mod error;
 pub mod events;
 pub mod git;

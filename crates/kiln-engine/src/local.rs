@@ -22,9 +22,11 @@ use crate::steps::{StepCounts, StepTracker};
 /// The result of one successful build.
 #[derive(Clone, Debug)]
 pub struct Built {
-    /// `sha256:...` image id.
+    /// The image's identity (`crate::identity`).
     pub image_id: String,
     pub steps: StepCounts,
+    /// Layer-cache imports and exports and their outcome.
+    pub cache: Vec<crate::steps::CacheOp>,
 }
 
 /// A failed build with what the user needs to see.
@@ -34,6 +36,7 @@ pub struct Failed {
     pub step: Option<String>,
     pub log_tail: Vec<String>,
     pub steps: StepCounts,
+    pub cache: Vec<crate::steps::CacheOp>,
 }
 
 /// Where an engine keeps its images.
@@ -363,6 +366,7 @@ impl LocalEngine {
                 step,
                 log_tail,
                 steps: tracker.counts(),
+                cache: tracker.cache_ops(),
             }));
         }
         // The aux message carries the engine's own id; what kiln records
@@ -374,6 +378,7 @@ impl LocalEngine {
         Ok(Ok(Built {
             image_id,
             steps: tracker.counts(),
+                cache: tracker.cache_ops(),
         }))
     }
 }

@@ -15,13 +15,12 @@ use kiln_store::{Lookup, Record, RecordStore};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::docker_cli;
+use crate::driver::{BuildRequest, Driver, EngineDriver};
 use crate::error::EngineError;
 use crate::events::{Event, Reporter};
 use crate::hashing::StatCache;
 use crate::keys::{Keyed, key_on};
-use crate::local::{Built, Failed, ImageStore, LocalEngine};
-use crate::rewrite::rewrite;
+use crate::local::{Built, Failed, LocalEngine};
 use crate::spec::{BuildSpec, ContextSource, Endpoint};
 use crate::steps::StepCounts;
 
@@ -55,6 +54,13 @@ pub struct RunOptions {
     /// Memory per compile job when deriving a node's job count (handed to
     /// builds that mount the secret `kiln-jobs`, `crate::jobs`).
     pub gb_per_job: f64,
+    /// Build through this buildx builder instead of the engine (a run on
+    /// one node; a fleet names a builder per node).
+    pub builder: Option<crate::buildx::BuilderSpec>,
+    /// Where each build's BuildKit progress is kept, as the builder
+    /// printed it (`<dir>/<target>.log`, for `kiln diagnose`); builds
+    /// through the Engine API have no such log.
+    pub log_dir: Option<std::path::PathBuf>,
 }
 
 /// One builder node of a fleet run.
@@ -62,6 +68,9 @@ pub struct RunOptions {
 pub struct NodeSpec {
     pub name: String,
     pub endpoint: Endpoint,
+    /// A buildx builder: the node builds through it (`crate::buildx`),
+    /// and `endpoint` is unused (the builder's engine is found from it).
+    pub builder: Option<crate::buildx::BuilderSpec>,
     /// Concurrent builds on the node.
     pub slots: usize,
 }
@@ -112,8 +121,17 @@ pub struct TargetResult {
     pub key: Option<String>,
     pub duration_s: f64,
     pub steps: StepCounts,
-    /// `engine-api` or `docker-cli`.
+    /// `engine-api`, `docker-cli` or `buildx`.
     pub driver: String,
+    /// The layer-cache imports and exports BuildKit reported for this
+    /// build and their outcome (a failed export is reported here and as a
+    /// warning even when `ignore-error=true` kept the build going).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cache: Vec<crate::steps::CacheOp>,
+    /// The build's BuildKit progress log as the builder printed it (plain
+    /// or rawjson), for `kiln diagnose`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,18 +191,6 @@ pub fn local_ref(target: &str, image_id: &str) -> String {
     format!("kiln.local/{safe}:{}", &hex[..hex.len().min(16)])
 }
 
-/// The driver of a build: the docker CLI when the build takes a secret
-/// (the bake file's, or the job count) or the engine keeps its images in
-/// the containerd store (whose BuildKit cannot read an uploaded context
-/// tar), else the Engine API.
-fn driver_name(spec: &BuildSpec, jobs_secret: bool, store: ImageStore) -> &'static str {
-    if spec.secrets.is_empty() && !jobs_secret && store == ImageStore::Classic {
-        "engine-api"
-    } else {
-        "docker-cli"
-    }
-}
-
 /// What happened to one target.
 enum Outcome {
     /// Built: the image, pushed `(reference, digest)` pairs.
@@ -213,6 +219,9 @@ struct Done {
 /// A connected node.
 struct Node {
     name: String,
+    /// How it builds (the scheduler never asks which driver it is).
+    driver: Arc<dyn Driver>,
+    /// Where its images live: `driver.engine()`.
     engine: LocalEngine,
     /// One permit per concurrent BuildKit build.
     slots: tokio::sync::Semaphore,
@@ -241,35 +250,21 @@ struct Shared {
     opts: RunOptions,
 }
 
-fn check_specs(engine: &LocalEngine, specs: &[BuildSpec]) -> Result<(), EngineError> {
-    for s in specs {
-        if s.platforms.len() > 1 {
-            return Err(EngineError::Input(format!(
-                "target {}: the local engine builds one platform at a time, but {} are requested ({}); build them separately with --set {}.platform=...",
-                s.name,
-                s.platforms.len(),
-                s.platforms.join(", "),
-                s.name
-            )));
-        }
-        if let Some(p) = s.platforms.first()
-            && !p.starts_with(&engine.platform)
-        {
-            return Err(EngineError::Input(format!(
-                "target {}: platform {p} cannot be built by this engine ({}), which has no emulation",
-                s.name, engine.platform
-            )));
-        }
-        for (name, c) in &s.contexts {
-            if let ContextSource::Local { path } = c {
-                return Err(EngineError::Input(format!(
-                    "target {}: named context {name} = {path:?} is a local directory; the local engine's BuildKit has no named contexts, so only target: and docker-image:// contexts can be handed over",
-                    s.name
-                )));
-            }
-        }
-    }
-    Ok(())
+/// The driver of a node: its buildx builder when it names one, else its
+/// Docker engine.
+async fn connect(ns: &NodeSpec) -> Result<Arc<dyn Driver>, EngineError> {
+    Ok(match &ns.builder {
+        Some(b) => Arc::new(crate::buildx::BuildxDriver::connect(b).await?),
+        None => Arc::new(EngineDriver {
+            engine: LocalEngine::connect(ns.endpoint.clone()).await?,
+        }),
+    })
+}
+
+/// The engine where a node's images live: its own, or the one behind its
+/// buildx builder.
+pub async fn node_engine(ns: &NodeSpec) -> Result<LocalEngine, EngineError> {
+    Ok(connect(ns).await?.engine().clone())
 }
 
 /// Runs `specs` (in a valid build order) on the local engine.
@@ -284,22 +279,29 @@ pub async fn run(
         opts.nodes.clone()
     } else {
         vec![NodeSpec {
-            name: endpoint.host.clone(),
+            name: opts
+                .builder
+                .as_ref()
+                .map(|b| b.name.clone())
+                .unwrap_or_else(|| endpoint.host.clone()),
             endpoint: endpoint.clone(),
             slots: opts.jobs.max(1),
+            builder: opts.builder.clone(),
         }]
     };
     let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
     let mut nodes = Vec::new();
     for ns in &node_specs {
-        match LocalEngine::connect(ns.endpoint.clone()).await {
-            Ok(engine) => {
+        match connect(ns).await {
+            Ok(driver) => {
+                let engine = driver.engine().clone();
                 let jobs = tokio::sync::OnceCell::new();
                 if fleet && let Ok(f) = crate::probe::probe(&engine, opts.gb_per_job).await {
                     let _ = jobs.set(crate::jobs::per_build(f.jobs, ns.slots));
                 }
                 nodes.push(Node {
                     name: ns.name.clone(),
+                    driver,
                     resolver: crate::keys::Resolver::new(Some(engine.clone()), registry.clone()),
                     engine,
                     slots: tokio::sync::Semaphore::new(ns.slots.max(1)),
@@ -325,7 +327,7 @@ pub async fn run(
             detail: "no node of the fleet answers".into(),
         });
     }
-    check_specs(&nodes[0].engine, &specs)?;
+    nodes[0].driver.check(&specs)?;
     let index: HashMap<String, usize> = specs
         .iter()
         .enumerate()
@@ -392,7 +394,7 @@ pub async fn run(
                     image: None,
                     reason: Some(reason.clone()),
                 });
-                results[i] = Some(blocked(s, &shared.nodes[0].name, reason));
+                results[i] = Some(blocked(s, &shared.nodes[0], reason));
                 started[i] = true;
             }
         }
@@ -436,7 +438,7 @@ pub async fn run(
                     image: None,
                     reason: Some(msg.clone()),
                 });
-                let mut r = blocked(s, &shared.nodes[0].name, String::new());
+                let mut r = blocked(s, &shared.nodes[0], String::new());
                 r.status = TargetStatus::Failed;
                 r.reason = None;
                 r.error = Some(msg);
@@ -540,7 +542,11 @@ pub async fn run(
             key,
             duration_s,
             steps: StepCounts::default(),
-            driver: driver_name(s, jobs_secret, shared.nodes[k].engine.image_store).into(),
+            driver: shared.nodes[k].driver.kind(s, jobs_secret).into(),
+            cache: Vec::new(),
+            log: log_path(&shared.opts, &s.name)
+                .filter(|p| p.is_file())
+                .map(|p| p.display().to_string()),
             reason: None,
             error: None,
             failed_step: None,
@@ -569,6 +575,7 @@ pub async fn run(
                 r.image = Some(image);
                 r.digest = pushed.first().map(|(_, d)| d.clone());
                 r.steps = built.steps;
+                r.cache = built.cache;
                 r.pushed = pushed_refs(pushed);
             }
             Ok(Outcome::Skipped {
@@ -602,6 +609,7 @@ pub async fn run(
                 r.failed_step = f.step;
                 r.log_tail = f.log_tail;
                 r.steps = f.steps;
+                r.cache = f.cache;
             }
             Err(e @ (EngineError::Unreachable { .. } | EngineError::Store(_))) => return Err(e),
             Err(e) => r.error = Some(e.to_string()),
@@ -624,23 +632,25 @@ pub async fn run(
         .iter()
         .zip(results)
         .map(|(s, r)| {
-            r.unwrap_or_else(|| blocked(s, &shared.nodes[0].name, "stopped by --fail-fast".into()))
+            r.unwrap_or_else(|| blocked(s, &shared.nodes[0], "stopped by --fail-fast".into()))
         })
         .collect();
     Ok(RunSummary { targets })
 }
 
-fn blocked(s: &BuildSpec, node: &str, reason: String) -> TargetResult {
+fn blocked(s: &BuildSpec, node: &Node, reason: String) -> TargetResult {
     TargetResult {
         name: s.name.clone(),
         status: TargetStatus::Blocked,
-        node: node.to_string(),
+        node: node.name.clone(),
         image: None,
         digest: None,
         key: None,
         duration_s: 0.0,
         steps: StepCounts::default(),
-        driver: driver_name(s, false, ImageStore::Classic).into(),
+        driver: node.driver.kind(s, false).into(),
+        cache: Vec::new(),
+        log: None,
         reason: Some(reason),
         error: None,
         failed_step: None,
@@ -650,6 +660,15 @@ fn blocked(s: &BuildSpec, node: &str, reason: String) -> TargetResult {
         jobs: None,
         handed: BTreeMap::new(),
     }
+}
+
+/// Where the progress log of `target`'s build goes in this run.
+fn log_path(opts: &RunOptions, target: &str) -> Option<std::path::PathBuf> {
+    let safe: String = target
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' })
+        .collect();
+    Some(opts.log_dir.as_ref()?.join(format!("{safe}.log")))
 }
 
 /// Where a finished target's image is: the node that has it locally and,
@@ -911,7 +930,7 @@ async fn decide_and_build(
     *handed_jobs = jobs;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),
-        driver: driver_name(spec, keyed.jobs_secret, node.engine.image_store).into(),
+        driver: node.driver.kind(spec, keyed.jobs_secret).into(),
         node: node.name.clone(),
     });
     let t0 = Instant::now();
@@ -922,19 +941,27 @@ async fn decide_and_build(
             .entry(image.clone())
             .or_insert_with(|| pin.clone());
     }
-    let outcome = build_one(
-        &node.engine,
-        spec,
-        &hand_over,
-        &sh.opts.run_id,
-        jobs,
-        sh.reporter.as_ref(),
-    )
-    .await?;
+    let outcome = node
+        .driver
+        .build(BuildRequest {
+            spec,
+            hand_over: &hand_over,
+            run_id: &sh.opts.run_id,
+            jobs,
+            reporter: sh.reporter.as_ref(),
+            log: log_path(&sh.opts, &spec.name).as_deref(),
+        })
+        .await?;
     let (built, pushed) = match outcome {
         Ok(x) => x,
         Err(f) => return Ok(Outcome::Failed(f)),
     };
+    for op in built.cache.iter().filter(|o| o.kind == "export" && o.outcome != "ok") {
+        warn(format!(
+            "the layer-cache export failed ({}); the image is built, but a cold builder will rebuild this target's discarded stages until an export succeeds (ignore-error=true only kept it from failing the build)",
+            op.error.as_deref().unwrap_or(op.outcome)
+        ));
+    }
     if let Some(key) = &keyed.key {
         let record = Record {
             format: kiln_store::FORMAT.into(),
@@ -1098,134 +1125,6 @@ fn context_refs(
     refs
 }
 
-/// A build's outcome: built (with pushed `(reference, digest)` pairs) or
-/// failed, or an engine error.
-type BuildOutcome = Result<Result<(Built, Vec<(String, String)>), Failed>, EngineError>;
-
-/// Builds one target; `jobs` set means the build mounts the job-count
-/// secret, which only the docker CLI driver can carry.
-async fn build_one(
-    engine: &LocalEngine,
-    spec: &BuildSpec,
-    refs: &BTreeMap<String, String>,
-    run_id: &str,
-    jobs: Option<u32>,
-    reporter: &dyn Reporter,
-) -> BuildOutcome {
-    let text = match &spec.dockerfile_inline {
-        Some(t) => t.clone(),
-        None => std::fs::read_to_string(&spec.dockerfile).map_err(|e| {
-            EngineError::Input(format!(
-                "target {}: cannot read Dockerfile {}: {e}",
-                spec.name,
-                spec.dockerfile.display()
-            ))
-        })?,
-    };
-    let mut rw = rewrite(&text, &spec.args, refs);
-    if spec.inline_cache {
-        // A frontend option, not a declared ARG: it never enters a key.
-        rw.args.insert("BUILDKIT_INLINE_CACHE".into(), "1".into());
-    }
-    let build_tag = format!("kiln.local/{}:run-{run_id}", spec.name.to_ascii_lowercase());
-    let outcome = if driver_name(spec, jobs.is_some(), engine.image_store) == "engine-api" {
-        engine
-            .build(spec, &rw.dockerfile, &rw.args, &build_tag, reporter)
-            .await?
-    } else {
-        docker_cli::build(
-            &engine.endpoint,
-            spec,
-            &rw.dockerfile,
-            &rw.args,
-            &build_tag,
-            jobs,
-            reporter,
-        )
-        .await?
-    };
-    let mut built = match outcome {
-        Ok(b) => b,
-        // The daemon died under the build (the docker CLI driver only
-        // sees its client fail): the node is gone, not the build.
-        Err(f) if !engine.answers().await => {
-            return Err(EngineError::Unreachable {
-                endpoint: engine.endpoint.host.clone(),
-                detail: format!(
-                    "the engine stopped answering during the build ({})",
-                    f.message
-                ),
-            });
-        }
-        Err(mut f) => {
-            f.message = explain_failure(spec, &f.message);
-            return Ok(Err(f));
-        }
-    };
-    // What kiln records is the image's identity, the same on every engine
-    // and image store; tags are made from the build tag the engine knows.
-    built.image_id = engine.image_id(&build_tag).await.ok_or_else(|| {
-        EngineError::Build(format!(
-            "build of {} finished, but the engine does not show its image {build_tag}",
-            spec.name
-        ))
-    })?;
-    let unique = local_ref(&spec.name, &built.image_id);
-    engine.tag(&build_tag, &unique).await?;
-    for t in &spec.tags {
-        engine.tag(&build_tag, t).await?;
-    }
-    // The per-run build tag has served its purpose.
-    engine.untag(&build_tag).await;
-    let mut pushed = Vec::new();
-    if spec.push {
-        for t in &spec.tags {
-            let digest = engine.push(t).await?;
-            reporter.event(&Event::Pushed {
-                target: spec.name.clone(),
-                reference: t.clone(),
-                digest: digest.clone(),
-            });
-            pushed.push((t.clone(), digest));
-        }
-    }
-    Ok(Ok((built, pushed)))
-}
-
-/// Adds what the user needs to know to common BuildKit failures.
-fn explain_failure(spec: &BuildSpec, msg: &str) -> String {
-    let df = spec.dockerfile.display();
-    if let Some(i) = msg.find("dockerfile parse error line ") {
-        let rest = &msg[i + "dockerfile parse error line ".len()..];
-        let (line, what) = rest.split_once(':').unwrap_or((rest, ""));
-        return format!("{df}:{}: {}", line.trim(), what.trim());
-    }
-    let lower = msg.to_ascii_lowercase();
-    if lower.contains("failed to resolve source metadata")
-        || lower.contains("pull access denied")
-        || lower.contains("not found: manifest unknown")
-    {
-        let image = msg
-            .split("source metadata for ")
-            .nth(1)
-            .or_else(|| msg.split("pull access denied for ").nth(1))
-            .map(|s| s.split([':', ',', ' ']).next().unwrap_or(s).to_string());
-        let what = image
-            .map(|i| format!("base image {i}"))
-            .unwrap_or_else(|| "a base image".into());
-        return format!(
-            "target {}: {what} is not available on this engine and cannot be pulled ({msg}); build or import it first",
-            spec.name
-        );
-    }
-    if lower.contains("network bridge not found") {
-        return format!(
-            "{msg} (this engine runs without a bridge network: set network = \"host\" on the target)"
-        );
-    }
-    msg.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1289,56 +1188,11 @@ mod tests {
     }
 
     #[test]
-    fn secrets_and_the_job_count_take_the_cli() {
-        let plain = BuildSpec::default();
-        assert_eq!(driver_name(&plain, false, ImageStore::Classic), "engine-api");
-        assert_eq!(driver_name(&plain, true, ImageStore::Classic), "docker-cli");
-        assert_eq!(
-            driver_name(&plain, false, ImageStore::Containerd),
-            "docker-cli"
-        );
-        let with_secret = BuildSpec {
-            secrets: vec![crate::spec::SecretSpec {
-                id: "tok".into(),
-                src: None,
-                env: Some("T".into()),
-            }],
-            ..BuildSpec::default()
-        };
-        assert_eq!(
-            driver_name(&with_secret, false, ImageStore::Classic),
-            "docker-cli"
-        );
-    }
-
-    #[test]
     fn local_refs_are_unique_and_valid() {
         assert_eq!(
             local_ref("Pytorch.Base", "sha256:0123456789abcdef0123"),
             "kiln.local/pytorch.base:0123456789abcdef"
         );
-    }
-
-    #[test]
-    fn failures_are_explained() {
-        let spec = BuildSpec {
-            name: "app".into(),
-            dockerfile: "/x/Dockerfile".into(),
-            ..BuildSpec::default()
-        };
-        assert_eq!(
-            explain_failure(
-                &spec,
-                "failed to solve with frontend dockerfile.v0: failed to create LLB definition: dockerfile parse error line 2: unknown instruction: COPYY"
-            ),
-            "/x/Dockerfile:2: unknown instruction: COPYY"
-        );
-        let m = explain_failure(
-            &spec,
-            "failed to solve: failed to resolve source metadata for docker.io/library/nope:latest: pull access denied",
-        );
-        assert!(m.contains("base image docker.io/library/nope"), "{m}");
-        assert!(m.contains("target app"), "{m}");
     }
 
     #[test]

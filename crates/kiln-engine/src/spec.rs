@@ -57,6 +57,9 @@ pub struct BuildSpec {
     pub cache_from: Vec<String>,
     /// Embed inline cache in the image (`BUILDKIT_INLINE_CACHE=1`).
     pub inline_cache: bool,
+    /// The layer-cache policy on a buildx builder (registry import and
+    /// `mode=max` export; `kiln_plan::cache`), set when building with buildx.
+    pub buildx_cache: Option<kiln_plan::cache::CachePolicy>,
 }
 
 /// How to reach the engine.

@@ -168,11 +168,51 @@ impl StepTracker {
         c
     }
 
-    /// The failing step's name and the tail of its log, if a step failed.
-    pub fn failure(&self) -> Option<(String, String, Vec<String>)> {
+    /// The layer-cache imports and exports BuildKit reported, in order,
+    /// with their outcome (`ok`, `error`, or `running` when the vertex
+    /// never finished).
+    pub fn cache_ops(&self) -> Vec<CacheOp> {
         self.order
             .iter()
             .filter_map(|id| self.steps.get(id))
+            .filter_map(|s| {
+                let (kind, reference) = cache_vertex(&s.name)?;
+                let outcome = if s.error.is_some() {
+                    "error"
+                } else if s.completed.is_some() || s.cached {
+                    "ok"
+                } else {
+                    "running"
+                };
+                Some(CacheOp {
+                    kind,
+                    reference: reference.map(String::from),
+                    outcome,
+                    error: s.error.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// The failing step's name and the tail of its log, if a step failed.
+    /// A failed cache import or export is not the failure of a build
+    /// (BuildKit goes on without the cache, and `ignore-error=true` keeps
+    /// a failed export from failing it): another error is preferred.
+    pub fn failure(&self) -> Option<(String, String, Vec<String>)> {
+        let failed = |s: &&StepInfo| s.error.is_some();
+        let pick = self
+            .order
+            .iter()
+            .filter_map(|id| self.steps.get(id))
+            .filter(failed)
+            .find(|s| cache_vertex(&s.name).is_none())
+            .or_else(|| {
+                self.order
+                    .iter()
+                    .filter_map(|id| self.steps.get(id))
+                    .find(failed)
+            });
+        pick.into_iter()
             .find_map(|s| {
                 s.error.as_ref().map(|e| {
                     let mut logs: Vec<String> = s.logs.iter().cloned().collect();
@@ -183,6 +223,32 @@ impl StepTracker {
                 })
             })
     }
+}
+
+/// A layer-cache import or export as BuildKit reported it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CacheOp {
+    /// `import` or `export`.
+    pub kind: &'static str,
+    /// The ref imported from (exports do not name theirs in the progress).
+    #[serde(rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// `ok`, `error` or `running`.
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Whether a vertex is a cache import (`importing cache manifest from
+/// REF`) or export (`exporting cache ...`, `exporting content cache`).
+fn cache_vertex(name: &str) -> Option<(&'static str, Option<&str>)> {
+    if let Some(r) = name.strip_prefix("importing cache manifest from ") {
+        return Some(("import", Some(r.trim())));
+    }
+    if name.starts_with("exporting cache") || name == "exporting content cache" {
+        return Some(("export", None));
+    }
+    None
 }
 
 /// Parses the docker CLI's `--progress=plain` output, one line at a time,
@@ -306,5 +372,259 @@ mod tests {
             }
         );
         assert!(t.failure().unwrap().1.contains("exit code: 1"));
+    }
+}
+
+/// The longest single rawjson object kept (a status object with many
+/// vertices is a few kB; BuildKit bounds log chunks). A longer one is
+/// dropped whole, never half-parsed.
+const MAX_OBJECT: usize = 4 << 20;
+
+/// Parses buildx's `--progress=rawjson` output into the same tracker: a
+/// stream of `client.SolveStatus` objects, pretty-printed over many lines
+/// (buildx's encoder indents) or one per line, possibly followed by plain
+/// text (buildx prints the error excerpt and `ERROR: ...` after the
+/// stream). Bytes outside objects are returned as text lines.
+#[derive(Debug, Default)]
+pub struct RawJsonParser {
+    buf: Vec<u8>,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// Text outside any object, up to the next newline.
+    text: Vec<u8>,
+    overflow: bool,
+}
+
+/// What a chunk of rawjson output gave.
+#[derive(Debug, Default)]
+pub struct RawJsonOutput {
+    pub events: Vec<Event>,
+    /// Plain text lines between or after the objects.
+    pub text: Vec<String>,
+}
+
+impl RawJsonParser {
+    /// Feeds one line (without its newline).
+    pub fn line(&mut self, tracker: &mut StepTracker, line: &str) -> RawJsonOutput {
+        let mut out = RawJsonOutput::default();
+        for &b in line.as_bytes().iter().chain(std::iter::once(&b'\n')) {
+            self.byte(tracker, b, &mut out);
+        }
+        out
+    }
+
+    fn byte(&mut self, tracker: &mut StepTracker, b: u8, out: &mut RawJsonOutput) {
+        if self.depth == 0 {
+            match b {
+                b'{' if self.text.iter().all(u8::is_ascii_whitespace) => {
+                    self.text.clear();
+                    self.depth = 1;
+                    self.buf.clear();
+                    self.buf.push(b);
+                    self.overflow = false;
+                }
+                b'\n' => {
+                    let t = String::from_utf8_lossy(&self.text).trim_end().to_string();
+                    if !t.trim().is_empty() {
+                        out.text.push(t);
+                    }
+                    self.text.clear();
+                }
+                _ => self.text.push(b),
+            }
+            return;
+        }
+        if self.buf.len() < MAX_OBJECT {
+            self.buf.push(b);
+        } else {
+            self.overflow = true;
+        }
+        if self.in_string {
+            match (self.escaped, b) {
+                (true, _) => self.escaped = false,
+                (false, b'\\') => self.escaped = true,
+                (false, b'"') => self.in_string = false,
+                _ => {}
+            }
+            return;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth -= 1;
+                if self.depth == 0 && !self.overflow {
+                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&self.buf) {
+                        out.events.extend(solve_status(tracker, &v));
+                    }
+                    self.buf.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// RFC 3339 → seconds since the epoch.
+fn rfc3339_secs(v: Option<&serde_json::Value>) -> Option<f64> {
+    let t = time::OffsetDateTime::parse(
+        v?.as_str()?,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .ok()?;
+    Some(t.unix_timestamp_nanos() as f64 / 1e9)
+}
+
+/// One `client.SolveStatus` (vertexes, logs) into the tracker.
+fn solve_status(tracker: &mut StepTracker, v: &serde_json::Value) -> Vec<Event> {
+    let mut out = Vec::new();
+    let s = |x: &serde_json::Value, k: &str| x.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    for x in v.get("vertexes").and_then(|v| v.as_array()).into_iter().flatten() {
+        let err = s(x, "error");
+        out.extend(tracker.vertex(
+            &s(x, "digest"),
+            &s(x, "name"),
+            x.get("cached").and_then(|c| c.as_bool()).unwrap_or(false),
+            rfc3339_secs(x.get("started")),
+            rfc3339_secs(x.get("completed")),
+            (!err.is_empty()).then_some(err.as_str()),
+        ));
+    }
+    for l in v.get("logs").and_then(|v| v.as_array()).into_iter().flatten() {
+        use base64::Engine as _;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(s(l, "data"))
+            .unwrap_or_default();
+        out.extend(tracker.log(&s(l, "vertex"), &data));
+    }
+    out
+}
+
+#[cfg(test)]
+mod rawjson_tests {
+    use super::*;
+
+    /// buildx's own form: indented objects, then plain error text.
+    const STREAM: &str = r#"{
+  "vertexes": [
+    {
+      "digest": "sha256:a",
+      "name": "[builder 2/3] COPY f /f",
+      "started": "2026-12-01T22:39:20.10Z"
+    }
+  ]
+}
+{
+  "vertexes": [
+    {
+      "digest": "sha256:a",
+      "name": "[builder 2/3] COPY f /f",
+      "started": "2026-12-01T22:39:20.10Z",
+      "completed": "2026-12-01T22:39:20.35Z",
+      "cached": true
+    },
+    {
+      "digest": "sha256:b",
+      "name": "[builder 3/3] RUN echo \"}{\" \u003e /g",
+      "started": "2026-12-01T22:39:20.40Z"
+    }
+  ]
+}
+{"logs":[{"vertex":"sha256:b","stream":1,"data":"aGVsbG8K","timestamp":"2026-12-01T22:39:20.41Z"}]}
+{
+  "vertexes": [
+    {
+      "digest": "sha256:b",
+      "name": "[builder 3/3] RUN echo \"}{\" \u003e /g",
+      "started": "2026-12-01T22:39:20.40Z",
+      "completed": "2026-12-01T22:39:20.50Z",
+      "error": "process did not complete successfully: exit code: 3"
+    }
+  ]
+}
+Dockerfile:3
+ERROR: failed to solve: process did not complete successfully: exit code: 3"#;
+
+    #[test]
+    fn buildx_rawjson_objects_over_many_lines_become_the_same_events() {
+        let mut t = StepTracker::new("app");
+        let mut p = RawJsonParser::default();
+        let mut events = Vec::new();
+        let mut text = Vec::new();
+        for l in STREAM.lines() {
+            let o = p.line(&mut t, l);
+            events.extend(o.events);
+            text.extend(o.text);
+        }
+        let steps: Vec<(String, StepState)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Step { step, state, .. } => Some((step.clone(), *state)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            steps,
+            vec![
+                ("[builder 2/3] COPY f /f".to_string(), StepState::Started),
+                ("[builder 2/3] COPY f /f".to_string(), StepState::Cached),
+                (
+                    "[builder 3/3] RUN echo \"}{\" > /g".to_string(),
+                    StepState::Started
+                ),
+                (
+                    "[builder 3/3] RUN echo \"}{\" > /g".to_string(),
+                    StepState::Error
+                ),
+            ]
+        );
+        assert!(events.iter().any(|e| matches!(e, Event::Log { line, .. } if line == "hello")));
+        assert_eq!(t.counts(), StepCounts { total: 2, cached: 1 });
+        assert!(t.cache_ops().is_empty());
+        let (step, msg, logs) = t.failure().unwrap();
+        assert!(step.contains("RUN echo"), "{step}");
+        assert!(msg.contains("exit code: 3"), "{msg}");
+        assert_eq!(logs, vec!["hello".to_string()]);
+        assert_eq!(
+            text,
+            vec![
+                "Dockerfile:3".to_string(),
+                "ERROR: failed to solve: process did not complete successfully: exit code: 3"
+                    .to_string()
+            ]
+        );
+    }
+}
+
+#[cfg(test)]
+mod cache_ops_tests {
+    use super::*;
+
+    #[test]
+    fn cache_imports_and_exports_are_reported_and_never_the_failure() {
+        let mut t = StepTracker::new("app");
+        let mut p = PlainParser::default();
+        let log = "#1 importing cache manifest from reg/app:buildcache
+#1 ERROR: failed to configure registry cache importer: reg/app:buildcache: not found
+#2 [build 1/2] RUN make
+#2 ERROR: process \"/bin/sh -c make\" did not complete successfully: exit code: 2
+#3 exporting cache to registry
+#3 preparing build cache for export 0.1s done
+#3 ERROR: error writing layer blob: connection refused";
+        for l in log.lines() {
+            p.line(&mut t, l);
+        }
+        let ops = t.cache_ops();
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert_eq!(ops[0].kind, "import");
+        assert_eq!(ops[0].reference.as_deref(), Some("reg/app:buildcache"));
+        assert_eq!(ops[0].outcome, "error");
+        assert_eq!(ops[1].kind, "export");
+        assert_eq!(ops[1].outcome, "error");
+        assert!(ops[1].error.as_deref().unwrap().contains("connection refused"));
+        let (step, msg, _) = t.failure().unwrap();
+        assert_eq!(step, "[build 1/2] RUN make");
+        assert!(msg.contains("exit code: 2"), "{msg}");
     }
 }

@@ -239,7 +239,8 @@ pub enum Format {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DriverKind {
-    /// The Docker engine's embedded BuildKit.
+    /// The Docker engine's embedded BuildKit (`local` is the same).
+    #[value(name = "engine", alias = "local")]
     Local,
     /// A `docker buildx` builder.
     Buildx,
@@ -285,6 +286,14 @@ pub struct BuildArgs {
     /// its build slots).
     #[arg(long, value_name = "GB", default_value_t = 2.0)]
     pub gb_per_job: f64,
+    /// Build on the Docker engine (`engine`) or through a `docker buildx`
+    /// builder (`buildx`: registry cache `mode=max`, docs/driver-buildx.md).
+    #[arg(long, value_enum, default_value_t = DriverKind::Local)]
+    pub driver: DriverKind,
+    /// The buildx builder for `--driver buildx` (default: $KILN_BUILDER,
+    /// then $BUILDX_BUILDER, then `default`).
+    #[arg(long, value_name = "NAME", env = "KILN_BUILDER")]
+    pub builder: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]

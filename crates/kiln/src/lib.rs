@@ -82,6 +82,8 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 fleet: a.fleet,
                 costs: a.costs,
                 gb_per_job: a.gb_per_job,
+                driver: a.driver,
+                builder: a.builder,
                 targets: a.targets,
                 jobs: a.jobs,
                 fail_fast: a.fail_fast,

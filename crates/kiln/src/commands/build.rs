@@ -29,6 +29,25 @@ pub struct BuildSettings {
     pub fleet: Option<String>,
     pub costs: Option<String>,
     pub gb_per_job: f64,
+    pub driver: crate::cli::DriverKind,
+    /// `--builder` (or `KILN_BUILDER`).
+    pub builder: Option<String>,
+}
+
+/// The buildx builder a `--driver buildx` run uses: `--builder`, then
+/// `KILN_BUILDER`, then `BUILDX_BUILDER`, then `default`; buildx runs as
+/// `$KILN_DOCKER` (default `docker` on the PATH).
+pub(crate) fn builder_spec(name: Option<&str>) -> kiln_engine::buildx::BuilderSpec {
+    let name = name
+        .map(String::from)
+        .or_else(|| std::env::var("BUILDX_BUILDER").ok().filter(|b| !b.is_empty()))
+        .unwrap_or_else(|| "default".into());
+    kiln_engine::buildx::BuilderSpec {
+        name,
+        docker: std::env::var_os("KILN_DOCKER")
+            .map(Into::into)
+            .unwrap_or_else(|| "docker".into()),
+    }
 }
 
 /// Reads a TOML input file of the fleet feature.
@@ -63,16 +82,20 @@ pub(crate) fn fleet_plan(
     };
     let mut nodes = Vec::new();
     for n in &fleet.nodes {
-        let Some(endpoint) = crate::commands::fleet::endpoint(&n.endpoint, cwd) else {
-            return Err(CliError::usage(format!(
-                "node {}: endpoint {} is a buildx builder; kiln runs fleet builds on Docker engines (unix:// or tcp://) so far",
-                n.name, n.endpoint
-            )));
+        // An endpoint that is not an engine address names a buildx builder.
+        let (endpoint, builder) = match crate::commands::fleet::endpoint(&n.endpoint, cwd) {
+            Some(e) => (e, None),
+            None => (
+                crate::commands::fleet::endpoint("unix:///var/run/docker.sock", cwd)
+                    .expect("a unix endpoint"),
+                Some(builder_spec(Some(&n.endpoint))),
+            ),
         };
         nodes.push(kiln_engine::run::NodeSpec {
             name: n.name.clone(),
             endpoint,
             slots: n.slots as usize,
+            builder,
         });
     }
     let index: std::collections::HashMap<&str, usize> = specs
@@ -155,6 +178,27 @@ pub fn apply_local_cache(
         .filter_map(|e| e.reference().map(String::from))
         .collect();
     p.notices.clone()
+}
+
+/// Applies the buildx driver's cache policy to a spec: the stable registry
+/// ref and the per-commit tag imported, the stable ref exported `mode=max`
+/// (docs/cache-policy.md).
+pub fn apply_buildx_cache(
+    spec: &mut BuildSpec,
+    planned: &Planned,
+    settings: &kiln_plan::cache::CacheSettings,
+) {
+    let Some(t) = planned.targets.get(&spec.name) else {
+        return;
+    };
+    spec.buildx_cache = crate::commands::plan::cache_policy(
+        t,
+        settings,
+        kiln_plan::cache::Driver::Buildx,
+        spec.push,
+    )
+    .into_iter()
+    .next();
 }
 
 /// The build spec of one planned target; `push` forces pushing its tags.
@@ -257,6 +301,7 @@ pub fn spec_for(
         push: push || outputs_push,
         cache_from: Vec::new(),
         inline_cache: false,
+        buildx_cache: None,
     })
 }
 
@@ -550,8 +595,13 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             untagged.name, untagged.name
         )));
     }
+    let buildx = s.driver == crate::cli::DriverKind::Buildx;
     let mut notices = std::collections::BTreeSet::new();
     for spec in &mut specs {
+        if buildx {
+            apply_buildx_cache(spec, &planned, &s.cache);
+            continue;
+        }
         let n = apply_local_cache(spec, &planned, &s.cache);
         if spec.push {
             notices.extend(n);
@@ -568,8 +618,14 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     // missing. (Without an engine the run itself reports it unreachable.)
     // A fleet run checks every node that may build a target needing it.
     let fleet = s.fleet.as_ref().map(|_| (nodes.as_slice(), &eligible));
+    let builder = (buildx && s.fleet.is_none()).then(|| builder_spec(s.builder.as_deref()));
     super::preflight::verdict(&super::preflight::check(
-        &planned, &specs, &s.store, fleet, true,
+        &planned,
+        &specs,
+        &s.store,
+        fleet,
+        builder.as_ref(),
+        true,
     )?)?;
     let (store, stat_cache) = open_store(&s.store)?;
     let reporter: Arc<dyn Reporter> = match s.progress {
@@ -598,13 +654,19 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .unwrap_or(0)
     );
     let opts = RunOptions {
+        run_id: run_id.clone(),
         nodes,
         placement,
         eligible,
         gb_per_job: s.gb_per_job,
         jobs: s.jobs,
+        builder,
+        log_dir: s
+            .store
+            .stat_cache
+            .parent()
+            .map(|d| d.join("logs").join(&run_id)),
         fail_fast: s.fail_fast,
-        run_id,
         force: s.force,
         store: store.clone(),
         stat_cache: stat_cache.clone(),
@@ -725,6 +787,8 @@ pub fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
             )),
         EngineError::Input(m) => CliError::usage(m),
         EngineError::Build(m) => CliError { kind: Kind::Failed, message: m, hint: None },
-        e @ (EngineError::Io { .. } | EngineError::Store(_)) => CliError::env(e.to_string()),
+        e @ (EngineError::Io { .. } | EngineError::Store(_) | EngineError::Tool(_)) => {
+            CliError::env(e.to_string())
+        }
     }
 }

@@ -83,6 +83,7 @@ pub fn check(
     specs: &[kiln_engine::BuildSpec],
     st: &StoreSettings,
     fleet: Option<FleetNodes<'_>>,
+    builder: Option<&kiln_engine::buildx::BuilderSpec>,
     require_engine: bool,
 ) -> Result<Vec<Checked>, CliError> {
     let needs = needs(planned, specs);
@@ -96,14 +97,14 @@ pub fn check(
                 name: st.endpoint.host.clone(),
                 endpoint: st.endpoint.clone(),
                 slots: 1,
+                builder: builder.cloned(),
             }];
             (&single[..], None)
         }
     };
     let mut fleet_nodes = Vec::new();
     for n in nodes {
-        let engine = match rt.block_on(kiln_engine::local::LocalEngine::connect(n.endpoint.clone()))
-        {
+        let engine = match rt.block_on(kiln_engine::run::node_engine(n)) {
             Ok(e) => Some(e),
             Err(e) if require_engine && eligible.is_none() => {
                 return Err(super::build::engine_error(e, &n.endpoint));
@@ -188,7 +189,7 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     let fleet = fleet_plan.as_ref().map(|(n, _, e)| (n.as_slice(), e));
-    let checked = check(&planned, &specs, &s.store, fleet, false)?;
+    let checked = check(&planned, &specs, &s.store, fleet, None, false)?;
     let missing_cache = missing_cache_refs(&planned)?;
     for (target, r) in &missing_cache {
         eprintln!(
