@@ -249,6 +249,22 @@ impl Inspected {
     }
 }
 
+/// What `kiln fleet` reports of a buildx node.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BuilderFacts {
+    pub builder: String,
+    /// The buildx driver of the builder (`docker`, ...).
+    pub driver: String,
+    /// The buildx version.
+    pub buildx: String,
+    /// The progress format kiln reads from it.
+    pub progress: &'static str,
+    /// The engine behind the builder, its version and image store.
+    pub engine: String,
+    pub engine_version: String,
+    pub image_store: &'static str,
+}
+
 /// The buildx driver: one builder.
 pub struct BuildxDriver {
     builder: BuilderSpec,
@@ -352,6 +368,22 @@ impl BuildxDriver {
     /// The buildx version in use.
     pub fn version(&self) -> Version {
         self.version
+    }
+
+    /// What kiln learned of the builder (for `kiln fleet`).
+    pub fn facts(&self) -> BuilderFacts {
+        BuilderFacts {
+            builder: self.builder.name.clone(),
+            driver: self.inspected.driver.clone(),
+            buildx: format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
+            progress: self.version.progress(),
+            engine: self.engine.endpoint.host.clone(),
+            engine_version: self.engine.version.clone(),
+            image_store: match self.engine.image_store {
+                crate::local::ImageStore::Classic => "classic",
+                crate::local::ImageStore::Containerd => "containerd",
+            },
+        }
     }
 
     async fn build_target(&self, req: BuildRequest<'_>) -> BuildOutcome {

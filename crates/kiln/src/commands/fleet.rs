@@ -23,10 +23,14 @@ pub struct FleetSettings {
 struct NodeReport {
     name: String,
     endpoint: String,
-    /// `up`, `down` or `not-probed` (a buildx builder).
+    /// `up` or `down`.
     status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     facts: Option<NodeFacts>,
+    /// For a buildx builder: its driver, buildx version and the engine
+    /// behind it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    builder: Option<kiln_engine::buildx::BuilderFacts>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -68,26 +72,33 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
             let raw = n.endpoint.clone();
             let gb = s.gb_per_job;
             tasks.push(tokio::spawn(async move {
-                let Some(ep) = ep else {
-                    return NodeReport {
-                        name,
-                        endpoint: raw,
-                        status: "not-probed",
-                        facts: None,
-                        error: Some("a buildx builder is not probed".into()),
-                    };
-                };
                 let r = async {
-                    let e = kiln_engine::local::LocalEngine::connect(ep).await?;
-                    kiln_engine::probe::probe(&e, gb).await
+                    let (e, b) = match ep {
+                        Some(ep) => (kiln_engine::local::LocalEngine::connect(ep).await?, None),
+                        // Not an engine address: a buildx builder, probed
+                        // through the engine behind it.
+                        None => {
+                            let d = kiln_engine::buildx::BuildxDriver::connect(
+                                &super::build::builder_spec(Some(&raw)),
+                            )
+                            .await?;
+                            let facts = d.facts();
+                            (
+                                kiln_engine::driver::Driver::engine(&d).clone(),
+                                Some(facts),
+                            )
+                        }
+                    };
+                    Ok::<_, kiln_engine::EngineError>((kiln_engine::probe::probe(&e, gb).await?, b))
                 }
                 .await;
                 match r {
-                    Ok(f) => NodeReport {
+                    Ok((f, builder)) => NodeReport {
                         name,
                         endpoint: raw,
                         status: "up",
                         facts: Some(f),
+                        builder,
                         error: None,
                     },
                     Err(e) => NodeReport {
@@ -95,6 +106,7 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                         endpoint: raw,
                         status: "down",
                         facts: None,
+                        builder: None,
                         error: Some(e.to_string()),
                     },
                 }
@@ -129,7 +141,7 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
             for r in &reports {
                 match &r.facts {
                     Some(f) => t.push_str(&format!(
-                        "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {}\n",
+                        "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {}{}\n",
                         r.name,
                         r.status,
                         f.cores,
@@ -137,7 +149,14 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                         f.idle_cores,
                         f.score,
                         f.jobs,
-                        r.endpoint
+                        r.endpoint,
+                        r.builder
+                            .as_ref()
+                            .map(|b| format!(
+                                "  (buildx {} {} driver on {}, engine {} with the {} image store)",
+                                b.buildx, b.driver, b.engine, b.engine_version, b.image_store
+                            ))
+                            .unwrap_or_default()
                     )),
                     None => t.push_str(&format!(
                         "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}  ({})\n",
