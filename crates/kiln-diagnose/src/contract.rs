@@ -41,7 +41,8 @@ pub struct Report {
     pub stages: Vec<Stage>,
     /// Cache imports (`importing cache manifest from REF`), in log order.
     pub imports: Vec<Import>,
-    /// Cache exports (`exporting cache…`), in log order.
+    /// Cache exports (`exporting cache…`, or inline cache prepared inside
+    /// `exporting to image`), in log order.
     pub exports: Vec<Export>,
     /// The longest steps (at most five, longest first; steps that took no
     /// time are left out).
@@ -81,7 +82,8 @@ pub struct InputSummary {
 pub enum LogFormat {
     /// `--progress=plain`.
     Plain,
-    /// `--progress=rawjson`: one `client.SolveStatus` JSON object a line.
+    /// `--progress=rawjson`: `client.SolveStatus` JSON objects, one a line
+    /// or (buildx ≥ 0.13) indented over many lines.
     Rawjson,
 }
 
@@ -197,23 +199,32 @@ pub enum ExportKind {
     S3,
     /// `exporting cache to Azure Blob Storage`.
     Azblob,
-    /// `exporting inline cache`.
+    /// Inline cache on BuildKit ≥ 0.12: the status `preparing layers for
+    /// inline cache` inside the image export (`exporting to image`), or a
+    /// vertex of that name; also a vertex `exporting inline cache`.
     Inline,
     /// `exporting cache` / `exporting content cache`: the backend is not
-    /// named (dockerd's embedded BuildKit prints this for inline cache).
+    /// named (older BuildKit, e.g. dockerd 20.10's embedded one, prints
+    /// `exporting cache` for inline cache).
     Unspecified,
 }
 
 /// One cache export.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Export {
-    /// The vertex name.
+    /// The vertex name; for inline cache inside an image export, which has
+    /// no vertex of its own, the status: `preparing layers for inline
+    /// cache`.
     pub name: String,
     pub kind: ExportKind,
+    /// For inline cache inside an image export: the image export's outcome
+    /// (the cache travels in the image's config).
     pub outcome: TransferOutcome,
     pub error: Option<String>,
-    /// `writing layer …` sub-steps that finished.
+    /// `writing layer …` sub-steps that finished (0 for inline cache).
     pub layers: u64,
+    /// The vertex's time; for inline cache inside an image export, the
+    /// status's.
     pub time_s: f64,
 }
 

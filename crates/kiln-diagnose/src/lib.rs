@@ -2,8 +2,9 @@
 //! `kiln diagnose`.
 //!
 //! [`Parser`] reads a log as it arrives — BuildKit's `--progress=plain`
-//! text or buildx's `--progress=rawjson` (one `client.SolveStatus` JSON
-//! object a line) — keeping one record per vertex, never the log itself.
+//! text or buildx's `--progress=rawjson` (`client.SolveStatus` JSON
+//! objects, one a line or indented over many lines) — keeping one record
+//! per vertex, never the log itself.
 //! [`diagnose`] turns what it read into a [`contract::Report`]: steps
 //! total/cached/rebuilt per Dockerfile stage, cache imports and exports with
 //! their outcome, the longest steps and a verdict (`healthy`,
@@ -27,7 +28,7 @@ mod time;
 mod trace;
 
 pub use inputs::{Inputs, InputsError};
-pub use parse::{MAX_LINE, Parser, parse};
+pub use parse::{MAX_LINE, MAX_OBJECT, Parser, parse};
 pub use report::{Error, diagnose};
 pub use text::render as render_text;
 pub use trace::Trace;

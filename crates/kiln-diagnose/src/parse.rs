@@ -1,7 +1,8 @@
-//! Reading a log: split into lines as bytes arrive (memory stays bounded:
-//! one partial line, capped, plus one record per vertex), detect the format
-//! from the first non-blank line, and feed each line to the plain or the
-//! rawjson reader.
+//! Reading a log: split into lines as bytes arrive, detect the format from
+//! the first non-blank line, and feed each line to the plain or the rawjson
+//! reader. Memory stays bounded: one partial line (capped at [`MAX_LINE`]),
+//! for rawjson one partial JSON object (capped at [`MAX_OBJECT`]), plus one
+//! record per vertex.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -9,11 +10,16 @@ use std::io::Read;
 use serde::Deserialize;
 
 use crate::contract::LogFormat;
-use crate::trace::{Kind, State, Trace, import_failure_line};
+use crate::trace::{INLINE_CACHE, Kind, State, Trace, import_failure_line};
 
 /// The longest line kept; the rest of a longer line is dropped (a rawjson
 /// line that long no longer parses and counts as unrecognized).
 pub const MAX_LINE: usize = 4 << 20;
+
+/// The largest rawjson object kept, over all its lines. A larger object is
+/// skipped to its end, unparsed, and counts as one unrecognized line (as a
+/// rawjson line over [`MAX_LINE`] does).
+pub const MAX_OBJECT: usize = 4 << 20;
 
 /// A streaming log reader: [`Parser::feed`] bytes in any chunking, then
 /// [`Parser::finish`].
@@ -309,22 +315,58 @@ impl Plain {
             Kind::Export(_) if rest.starts_with(b"writing layer ") && rest.ends_with(b" done") => {
                 v.layers += 1;
             }
+            Kind::Other => {
+                if let Some(t) = inline_cache_status(rest) {
+                    v.saw_inline_cache(t);
+                }
+            }
             _ => {}
         }
     }
 }
 
-/// `--progress=rawjson`: one `client.SolveStatus` a line (BuildKit
-/// `client/graph.go`, written by `progressui`'s rawJSONDisplay with Go's
-/// `json.Encoder`): `vertexes` carry `digest`, `name`, `started`,
-/// `completed`, `cached`, `error`; `statuses` carry `id`, `vertex`,
-/// `completed`; `logs` and `warnings` are not needed here.
+/// `preparing layers for inline cache` (started) or `… 0.1s done`
+/// (finished, with its time): `Some(seconds)`, 0 while unfinished.
+fn inline_cache_status(rest: &[u8]) -> Option<f64> {
+    let tail = rest.strip_prefix(INLINE_CACHE.as_bytes())?;
+    if tail.is_empty() {
+        return Some(0.0);
+    }
+    if tail[0] != b' ' {
+        return None;
+    }
+    Some(tail.strip_suffix(b" done").map_or(0.0, seconds))
+}
+
+/// `--progress=rawjson`: a stream of `client.SolveStatus` objects (BuildKit
+/// `client/graph.go`): `vertexes` carry `digest`, `name`, `started`,
+/// `completed`, `cached`, `error`; `statuses` carry `id`, `vertex`, `name`,
+/// `started`, `completed`; `logs` and `warnings` are not needed here.
+///
+/// Two layouts are read, mixed freely: one object a line (Go's
+/// `json.Encoder`), and objects indented over many lines, one after
+/// another (buildx ≥ 0.13's `rawJSONDisplay`, `SetIndent("", "  ")`). An
+/// object ends where its braces balance (braces inside strings do not
+/// count); JSON strings never span lines (Go escapes control characters),
+/// so the string state starts afresh on every line. While an object is
+/// open, a line starting in column 0 ends it: `}` closes it (the indented
+/// layout's last line), anything else means the object was cut (it counts
+/// as one unrecognized line) and the line is read afresh. Outside an
+/// object, a line not starting with `{` is text — buildx prints its error
+/// (`Dockerfile:3`, an excerpt, `ERROR: failed to solve: …`) after the
+/// stream — and is read as a message like a plain log's non-progress lines.
 #[derive(Debug)]
 struct Raw {
     trace: Trace,
     by_digest: HashMap<String, usize>,
     times: Vec<(Option<f64>, Option<f64>)>,
     layers: HashSet<(usize, String)>,
+    /// The open object's bytes so far (its lines joined by `\n`).
+    partial: Vec<u8>,
+    /// Unbalanced `{` of the open object; 0 outside an object.
+    depth: usize,
+    /// The open object outgrew [`MAX_OBJECT`]: it is skipped to its end.
+    oversized: bool,
 }
 
 impl Default for Raw {
@@ -334,6 +376,9 @@ impl Default for Raw {
             by_digest: HashMap::new(),
             times: Vec::new(),
             layers: HashSet::new(),
+            partial: Vec::new(),
+            depth: 0,
+            oversized: false,
         }
     }
 }
@@ -369,20 +414,131 @@ struct RawStatus<'a> {
     #[serde(default, borrow)]
     vertex: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
+    name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    started: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
     completed: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl Raw {
     fn line(&mut self, line: &[u8]) {
         self.trace.lines += 1;
-        let Some(first) = line.iter().position(|b| !b.is_ascii_whitespace()) else {
-            return;
-        };
-        if line[first] != b'{' {
-            self.trace.message(line);
+        let mut at = 0;
+        if self.depth > 0 {
+            match line.first() {
+                // The indented layout's closing line: whatever the count
+                // says, this ends the object.
+                Some(b'}') => self.depth = 1,
+                Some(b) if !b.is_ascii_whitespace() => self.drop_object(),
+                _ => {}
+            }
+        }
+        if self.depth > 0 {
+            match self.close(line, 0) {
+                None => {
+                    self.keep(line);
+                    self.keep(b"\n");
+                    return;
+                }
+                Some(end) => {
+                    self.keep(&line[..end]);
+                    self.end_object();
+                    at = end;
+                }
+            }
+        }
+        loop {
+            let rest = &line[at..];
+            let Some(first) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
+                return;
+            };
+            if rest[first] != b'{' {
+                self.trace.message(&rest[first..]);
+                return;
+            }
+            let start = at + first;
+            match self.close(line, start) {
+                // A whole object in the line: parsed in place.
+                Some(end) => {
+                    self.object(&line[start..end]);
+                    at = end;
+                }
+                None => {
+                    self.keep(&line[start..]);
+                    self.keep(b"\n");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Follows the braces of the open object through `line` from `at`
+    /// (which, outside an object, is its `{`): the index just past the
+    /// `}` that closes it, or `None` if it stays open.
+    fn close(&mut self, line: &[u8], mut at: usize) -> Option<usize> {
+        let mut in_string = false;
+        while at < line.len() {
+            if in_string {
+                let i = at + memchr::memchr2(b'"', b'\\', &line[at..])?;
+                in_string = line[i] == b'\\';
+                // A backslash skips the byte it escapes; the string goes on.
+                at = i + if in_string { 2 } else { 1 };
+                continue;
+            }
+            let i = at + memchr::memchr3(b'"', b'{', b'}', &line[at..])?;
+            at = i + 1;
+            match line[i] {
+                b'"' => in_string = true,
+                b'{' => self.depth = self.depth.saturating_add(1),
+                _ => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        return Some(at);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Adds bytes of the open object, up to [`MAX_OBJECT`].
+    fn keep(&mut self, bytes: &[u8]) {
+        if self.oversized {
             return;
         }
-        let Ok(status) = serde_json::from_slice::<SolveStatus<'_>>(line) else {
+        if self.partial.len() + bytes.len() > MAX_OBJECT {
+            self.oversized = true;
+            self.partial = Vec::new();
+            return;
+        }
+        self.partial.extend_from_slice(bytes);
+    }
+
+    /// The open object closed: parse what was kept.
+    fn end_object(&mut self) {
+        let object = std::mem::take(&mut self.partial);
+        if std::mem::take(&mut self.oversized) {
+            self.trace.unrecognized += 1;
+        } else {
+            self.object(&object);
+        }
+        self.partial = object;
+        self.partial.clear();
+        self.depth = 0;
+    }
+
+    /// The open object will not close (cut, or the log ended): one
+    /// unrecognized line.
+    fn drop_object(&mut self) {
+        self.trace.unrecognized += 1;
+        self.partial.clear();
+        self.oversized = false;
+        self.depth = 0;
+    }
+
+    fn object(&mut self, bytes: &[u8]) {
+        let Ok(status) = serde_json::from_slice::<SolveStatus<'_>>(bytes) else {
             self.trace.unrecognized += 1;
             return;
         };
@@ -432,23 +588,38 @@ impl Raw {
     }
 
     fn status(&mut self, s: RawStatus<'_>) {
-        let (Some(id), Some(vertex), Some(_)) = (s.id, s.vertex, s.completed) else {
+        let (Some(id), Some(vertex)) = (s.id.as_deref(), s.vertex.as_deref()) else {
             return;
         };
-        if !id.starts_with("writing layer ") {
+        let Some(&i) = self.by_digest.get(vertex) else {
+            return;
+        };
+        let v = &mut self.trace.vertices[i];
+        if id == INLINE_CACHE || s.name.as_deref() == Some(INLINE_CACHE) {
+            let time = |t: &Option<std::borrow::Cow<'_, str>>| {
+                t.as_deref().and_then(crate::time::parse_rfc3339)
+            };
+            let t = match (time(&s.started), time(&s.completed)) {
+                (Some(a), Some(b)) => b - a,
+                _ => 0.0,
+            };
+            v.saw_inline_cache(t);
             return;
         }
-        let Some(&i) = self.by_digest.get(vertex.as_ref()) else {
-            return;
-        };
-        if matches!(self.trace.vertices[i].kind, Kind::Export(_))
-            && self.layers.insert((i, id.into_owned()))
+        if s.completed.is_some()
+            && id.starts_with("writing layer ")
+            && matches!(v.kind, Kind::Export(_))
+            && self.layers.insert((i, id.to_string()))
         {
-            self.trace.vertices[i].layers += 1;
+            v.layers += 1;
         }
     }
 
     fn finish(mut self) -> Trace {
+        if self.depth > 0 {
+            // The log ends inside an object.
+            self.drop_object();
+        }
         for (v, (s, c)) in self.trace.vertices.iter_mut().zip(&self.times) {
             if let (Some(s), Some(c)) = (s, c) {
                 let d = c - s;
@@ -505,6 +676,131 @@ mod tests {
         assert_eq!(t.vertices.len(), 1);
         assert_eq!(t.vertices[0].name.len(), MAX_LINE - 3);
         assert_eq!(t.vertices[0].state, State::Done);
+    }
+
+    /// A vertex update as buildx 0.13 writes it: indented over many lines.
+    fn indented(digest: &str, name: &str, extra: &str) -> String {
+        format!(
+            "{{\n  \"vertexes\": [\n    {{\n      \"digest\": \"{digest}\",\n      \"name\": \"{name}\"{extra}\n    }}\n  ]\n}}\n"
+        )
+    }
+
+    #[test]
+    fn rawjson_indented_and_one_a_line_mixed_with_text() {
+        let mut log = String::from("\n");
+        // The first non-blank line is just `{`.
+        log += &indented("d1", "[a 2/3] RUN x", ",\n      \"cached\": true");
+        log += "{\"vertexes\":[{\"digest\":\"d2\",\"name\":\"[a 3/3] RUN y\"}]}\n";
+        log += "some text between objects\n";
+        // Braces in strings do not count; two objects on one line.
+        log += &indented("d3", "[b 2/2] RUN echo '}{' \\\"}\\\"", "");
+        log += "{\"vertexes\":[{\"digest\":\"d4\",\"name\":\"[c 2/2] RUN z\"}]} {\"vertexes\":[{\"digest\":\"d2\",\"completed\":\"2026-06-10T14:12:42Z\"}]}\n";
+        log += "Dockerfile:3\nERROR: failed to solve: process did not complete successfully\n";
+        let t = parse(log.as_bytes());
+        assert_eq!(t.format, LogFormat::Rawjson);
+        let names: Vec<&str> = t.vertices.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "[a 2/3] RUN x",
+                "[a 3/3] RUN y",
+                "[b 2/2] RUN echo '}{' \"}\"",
+                "[c 2/2] RUN z"
+            ]
+        );
+        assert!(t.vertices[0].cached);
+        assert_eq!(t.vertices[1].state, State::Done);
+        assert_eq!(t.unrecognized, 3, "the three text lines");
+        assert_eq!(t.lines, log.lines().count() as u64);
+    }
+
+    #[test]
+    fn rawjson_cut_object_is_one_unrecognized_line() {
+        let whole = indented("d1", "[a 2/2] RUN x", "");
+        let cut = &whole[..whole.len() / 2];
+        // Cut, then the next object at column 0; cut, then text; cut at
+        // the end of the log.
+        let log = format!("{cut}\n{whole}{cut}\nERROR: x\n{cut}");
+        let t = parse(log.as_bytes());
+        assert_eq!(t.vertices.len(), 1);
+        assert_eq!(t.unrecognized, 4, "three cut objects and the text");
+        // A closing brace in column 0 ends even an object whose braces do
+        // not balance: what follows is read afresh.
+        let log = format!("{{\n  \"vertexes\": [{{\n}}\n{whole}");
+        let t = parse(log.as_bytes());
+        assert_eq!((t.vertices.len(), t.unrecognized), (1, 1));
+    }
+
+    #[test]
+    fn rawjson_oversized_objects_are_skipped_to_their_end() {
+        let mut p = Parser::new();
+        p.feed(b"{\n  \"vertexes\": [\n");
+        let line = format!("    {{\"digest\": \"{}\"}},\n", "x".repeat(MAX_LINE / 2));
+        for _ in 0..(MAX_OBJECT / line.len() + 2) {
+            p.feed(line.as_bytes());
+        }
+        p.feed(b"    {\"digest\": \"d0\", \"name\": \"[a 1/2] RUN lost\"}\n  ]\n}\n");
+        p.feed(indented("d1", "[a 2/2] RUN x", "").as_bytes());
+        let t = p.finish();
+        assert_eq!(t.unrecognized, 1, "the oversized object");
+        let names: Vec<&str> = t.vertices.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["[a 2/2] RUN x"]);
+    }
+
+    #[test]
+    fn rawjson_chunking_does_not_matter() {
+        let log = format!(
+            "{}{}{{\"vertexes\":[{{\"digest\":\"d2\",\"name\":\"[a 3/3] RUN y\",\"cached\":true}}]}}\nERROR: x\n",
+            indented("d1", "[a 2/3] RUN x", ""),
+            indented(
+                "d1",
+                "[a 2/3] RUN x",
+                ",\n      \"completed\": \"2026-06-10T14:12:42Z\""
+            )
+        );
+        let whole = parse(log.as_bytes());
+        assert_eq!(whole.vertices.len(), 2);
+        for size in 1..log.len() {
+            let mut p = Parser::new();
+            for c in log.as_bytes().chunks(size) {
+                p.feed(c);
+            }
+            let t = p.finish();
+            assert_eq!(t.vertices.len(), 2, "chunk {size}");
+            assert_eq!(t.vertices[0].state, State::Done, "chunk {size}");
+            assert!(t.vertices[1].cached, "chunk {size}");
+            assert_eq!((t.lines, t.unrecognized), (whole.lines, 1), "chunk {size}");
+        }
+    }
+
+    #[test]
+    fn inline_cache_statuses() {
+        assert_eq!(
+            inline_cache_status(b"preparing layers for inline cache"),
+            Some(0.0)
+        );
+        assert_eq!(
+            inline_cache_status(b"preparing layers for inline cache 0.4s done"),
+            Some(0.4)
+        );
+        assert_eq!(
+            inline_cache_status(b"preparing layers for inline cache done"),
+            Some(0.0)
+        );
+        assert_eq!(
+            inline_cache_status(b"preparing layers for inline caches"),
+            None
+        );
+        assert_eq!(inline_cache_status(b"exporting layers 0.1s done"), None);
+        // rawjson: the status under its vertex, by `id` or by `name`.
+        for key in ["\"id\"", "\"id\":\"x\",\"name\""] {
+            let log = format!(
+                "{}{{\"statuses\":[{{{key}:\"preparing layers for inline cache\",\"vertex\":\"e\",\"started\":\"2026-06-10T14:12:42Z\",\"completed\":\"2026-06-10T14:12:42.5Z\"}}]}}\n",
+                indented("e", "exporting to image", "")
+            );
+            let t = parse(log.as_bytes());
+            assert_eq!(t.vertices[0].inline_cache, Some(0.5), "{key}");
+        }
     }
 
     #[test]

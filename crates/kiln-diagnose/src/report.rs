@@ -1,12 +1,13 @@
 //! From the vertices of a log to the report: counts per stage, imports and
-//! exports with their outcome, the longest steps, and the verdict.
+//! exports with their outcome (an export vertex, or inline cache prepared
+//! inside an image export), the longest steps, and the verdict.
 
 use crate::contract::{
-    Export, Import, ImportCause, InputSummary, LongStep, Outcome, Rebuilds, Report, Stage,
-    StageRebuilds, Steps, TransferOutcome, Verdict,
+    Export, ExportKind, Import, ImportCause, InputSummary, LongStep, Outcome, Rebuilds, Report,
+    Stage, StageRebuilds, Steps, TransferOutcome, Verdict,
 };
 use crate::inputs::{Class, Inputs};
-use crate::trace::{Kind, State, Trace, Vertex, import_cause};
+use crate::trace::{INLINE_CACHE, Kind, State, Trace, Vertex, import_cause};
 
 /// How many steps `longest` lists.
 const LONGEST: usize = 5;
@@ -150,11 +151,26 @@ pub fn diagnose(trace: &Trace, inputs: Option<&Inputs>) -> Result<Report, Error>
                     time_s: round(v.time_s),
                 });
             }
-            Kind::From | Kind::Other => match v.state {
-                State::Error(_) => failed = true,
-                State::Pending | State::Canceled => pending = true,
-                State::Done => {}
-            },
+            Kind::From | Kind::Other => {
+                match v.state {
+                    State::Error(_) => failed = true,
+                    State::Pending | State::Canceled => pending = true,
+                    State::Done => {}
+                }
+                // Inline cache rides in the image: it is exported when the
+                // image export that prepared it is.
+                if let (Kind::Other, Some(t)) = (&v.kind, v.inline_cache) {
+                    let (outcome, error) = transfer(v);
+                    exports.push(Export {
+                        name: INLINE_CACHE.to_string(),
+                        kind: ExportKind::Inline,
+                        outcome,
+                        error,
+                        layers: 0,
+                        time_s: round(t),
+                    });
+                }
+            }
         }
     }
     for n in &trace.notices {

@@ -1,6 +1,7 @@
 //! The vertices a log describes, whichever format it came in, and what each
 //! vertex is: a Dockerfile step, a cache import, a cache export, or
-//! something else.
+//! something else — and, for an image export, whether it carried inline
+//! cache.
 
 use crate::contract::{ExportKind, ImportCause, LogFormat};
 
@@ -21,7 +22,9 @@ pub(crate) enum Kind {
     Import { reference: String },
     /// `exporting cache…` and the backend-specific names.
     Export(ExportKind),
-    /// Internal vertices, image export, metadata lookups.
+    /// Internal vertices, image export, metadata lookups. An image export
+    /// with [`INLINE_CACHE`] among its statuses also stands for a cache
+    /// export ([`Vertex::inline_cache`]).
     Other,
 }
 
@@ -45,6 +48,10 @@ pub(crate) struct Vertex {
     pub time_s: f64,
     /// Finished `writing layer …` sub-steps (exports).
     pub layers: u64,
+    /// The vertex showed the status [`INLINE_CACHE`] (BuildKit ≥ 0.12 writes
+    /// inline cache inside `exporting to image`, with no vertex of its own):
+    /// the status's time in seconds, 0 until it finished.
+    pub inline_cache: Option<f64>,
 }
 
 impl Vertex {
@@ -57,7 +64,18 @@ impl Vertex {
             state: State::Pending,
             time_s: 0.0,
             layers: 0,
+            inline_cache: None,
         }
+    }
+
+    /// Records the [`INLINE_CACHE`] status, with its time once it finished.
+    pub fn saw_inline_cache(&mut self, time_s: f64) {
+        let t = if time_s.is_finite() && time_s > 0.0 {
+            time_s.min(1e9)
+        } else {
+            0.0
+        };
+        self.inline_cache = Some(self.inline_cache.map_or(t, |s| s.max(t)));
     }
 
     /// Gives a vertex first seen without a name (rawjson) its name.
@@ -143,6 +161,11 @@ impl Trace {
 }
 
 const IMPORT_PREFIX: &str = "importing cache manifest from ";
+/// What BuildKit ≥ 0.12 shows while it prepares inline cache
+/// (`runInlineCacheExporter`'s `progress.OneOff`): a status of the image
+/// export's vertex (or, in some logs, a vertex of its own). The name of the
+/// cache export kiln reports for it.
+pub(crate) const INLINE_CACHE: &str = "preparing layers for inline cache";
 const IMPORTER_FAILED: &[u8] = b"failed to configure registry cache importer";
 const LOCAL_IMPORT_WARNING: &[u8] = b"WARNING: local cache import at ";
 
@@ -229,7 +252,7 @@ pub(crate) fn classify(name: &str) -> Kind {
         "exporting to GitHub Actions Cache" => Some(ExportKind::Gha),
         "exporting cache to Amazon S3" => Some(ExportKind::S3),
         "exporting cache to Azure Blob Storage" => Some(ExportKind::Azblob),
-        "exporting inline cache" => Some(ExportKind::Inline),
+        "exporting inline cache" | INLINE_CACHE => Some(ExportKind::Inline),
         "exporting content cache" => Some(ExportKind::Unspecified),
         n if n.starts_with("exporting cache") => Some(ExportKind::Unspecified),
         _ => None,
@@ -352,6 +375,10 @@ mod tests {
         assert_eq!(
             classify("exporting cache"),
             Kind::Export(ExportKind::Unspecified)
+        );
+        assert_eq!(
+            classify("preparing layers for inline cache"),
+            Kind::Export(ExportKind::Inline)
         );
         assert_eq!(classify("exporting to image"), Kind::Other);
         assert_eq!(classify("[internal] load metadata for x"), Kind::Other);

@@ -1,7 +1,8 @@
 //! The reports of the fixture logs (tests/fixtures/README.md says where
 //! each comes from): real plain logs from this repository's engine, a
-//! CI-style plain log with runner timestamps, and rawjson logs written in
-//! the format buildx emits.
+//! CI-style plain log with runner timestamps, rawjson logs written in
+//! the one-object-a-line format, real logs of buildx 0.13 on BuildKit 0.13
+//! (indented rawjson, plain), and inline cache as BuildKit ≥ 0.12 shows it.
 
 use kiln_diagnose::contract::{
     ExportKind, ImportCause, LogFormat, Outcome, Report, TransferOutcome, Verdict,
@@ -178,6 +179,274 @@ fn rawjson_truncated_mid_line() {
     assert_eq!((r.steps.total, r.steps.cached), (4, 1));
     // An unfinished build is not blamed for exporting nothing.
     assert!(!r.findings.contains(&Verdict::NoCacheExport));
+}
+
+#[test]
+fn buildx_013_cold_rawjson_missing_import_and_registry_export() {
+    let r = report("buildx-0.13-cold.rawjson");
+    assert_eq!(r.input.format, LogFormat::Rawjson);
+    assert_eq!(
+        (r.input.lines, r.input.unrecognized, r.input.builds),
+        (951, 0, 1)
+    );
+    assert_eq!(r.outcome, Outcome::Succeeded);
+    assert_eq!(
+        (
+            r.steps.total,
+            r.steps.cached,
+            r.steps.rebuilt,
+            r.steps.failed
+        ),
+        (4, 0, 4, 0)
+    );
+    // In the order the log first names them: the solver announces the
+    // final stage's steps first.
+    assert_eq!(stages(&r), [("stage-1", 2, 0), ("builder", 2, 0)]);
+    assert_eq!(r.imports.len(), 1);
+    let i = &r.imports[0];
+    assert_eq!(i.reference, "127.0.0.1:5000/fx/app:buildcache");
+    assert_eq!(i.outcome, TransferOutcome::Error);
+    assert_eq!(i.cause, Some(ImportCause::NotFound));
+    assert_eq!(
+        i.error.as_deref(),
+        Some(
+            "failed to configure registry cache importer: 127.0.0.1:5000/fx/app:buildcache: not found"
+        )
+    );
+    assert_eq!(r.exports.len(), 1);
+    let e = &r.exports[0];
+    assert_eq!(e.name, "exporting cache to registry");
+    assert_eq!(
+        (e.kind, e.outcome, e.layers, e.time_s),
+        (ExportKind::Registry, TransferOutcome::Ok, 5, 0.261)
+    );
+    assert_eq!(r.longest[0].step, "RUN cat /f > /built && sleep 1");
+    assert_eq!((r.longest[0].time_s, r.longest[0].cached), (1.137, false));
+    assert_eq!(r.time_s, 1.375);
+    assert_eq!(r.verdict, Verdict::ImportFailed);
+    assert_eq!(r.findings, [Verdict::ImportFailed]);
+}
+
+#[test]
+fn buildx_013_warm_rawjson_all_cached_from_registry() {
+    let r = report("buildx-0.13-warm.rawjson");
+    assert_eq!(r.input.format, LogFormat::Rawjson);
+    assert_eq!(
+        (r.input.lines, r.input.unrecognized, r.input.builds),
+        (912, 0, 1)
+    );
+    assert_eq!(r.outcome, Outcome::Succeeded);
+    assert_eq!(
+        (
+            r.steps.total,
+            r.steps.cached,
+            r.steps.rebuilt,
+            r.steps.failed
+        ),
+        (4, 4, 0, 0)
+    );
+    // The builder stage is not in the final image: only the mode=max
+    // registry cache held it.
+    assert_eq!(stages(&r), [("stage-1", 2, 2), ("builder", 2, 2)]);
+    assert_eq!(r.imports.len(), 1);
+    let i = &r.imports[0];
+    assert_eq!(i.reference, "127.0.0.1:5000/fx/app:buildcache");
+    assert_eq!(
+        (i.outcome, i.error.as_deref(), i.cause),
+        (TransferOutcome::Ok, None, None)
+    );
+    assert_eq!(r.exports.len(), 1);
+    let e = &r.exports[0];
+    assert_eq!(e.name, "exporting cache to registry");
+    assert_eq!(
+        (e.kind, e.outcome, e.layers, e.time_s),
+        (ExportKind::Registry, TransferOutcome::Ok, 5, 0.132)
+    );
+    assert_eq!(r.verdict, Verdict::Healthy);
+    assert!(r.findings.is_empty() && r.hint.is_none());
+    assert_eq!(
+        r.why,
+        "4 of 4 steps cached; 1 cache import(s) succeeded; cache exported"
+    );
+}
+
+#[test]
+fn buildx_013_warm_plain_agrees_with_rawjson() {
+    let plain = report("buildx-0.13-warm.log");
+    assert_eq!(plain.input.format, LogFormat::Plain);
+    assert_eq!(
+        (
+            plain.input.lines,
+            plain.input.unrecognized,
+            plain.input.builds
+        ),
+        (82, 0, 1)
+    );
+    assert_eq!(plain.outcome, Outcome::Succeeded);
+    assert_eq!(stages(&plain), [("builder", 2, 2), ("stage-1", 2, 2)]);
+    let i = &plain.imports[..];
+    assert_eq!(i.len(), 1);
+    assert_eq!(
+        (i[0].reference.as_str(), i[0].outcome),
+        ("127.0.0.1:5000/fx/app:buildcache", TransferOutcome::Ok)
+    );
+    let e = &plain.exports[..];
+    assert_eq!(e.len(), 1);
+    assert_eq!(
+        (e[0].name.as_str(), e[0].kind, e[0].outcome, e[0].layers),
+        (
+            "exporting cache to registry",
+            ExportKind::Registry,
+            TransferOutcome::Ok,
+            5
+        )
+    );
+    assert_eq!(plain.verdict, Verdict::Healthy);
+
+    // The same build in both forms: the same steps, stages (the two
+    // printers name them in different orders), transfers and verdict.
+    let raw = report("buildx-0.13-warm.rawjson");
+    assert_eq!(plain.steps, raw.steps);
+    let sorted = |r: &Report| {
+        let mut s: Vec<(String, u64, u64, u64)> = r
+            .stages
+            .iter()
+            .map(|s| (s.name.clone(), s.total, s.cached, s.rebuilt))
+            .collect();
+        s.sort();
+        s
+    };
+    assert_eq!(sorted(&plain), sorted(&raw));
+    let transfers = |r: &Report| {
+        (
+            r.imports
+                .iter()
+                .map(|i| (i.reference.clone(), i.outcome, i.cause))
+                .collect::<Vec<_>>(),
+            r.exports
+                .iter()
+                .map(|e| (e.name.clone(), e.kind, e.outcome, e.layers))
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(transfers(&plain), transfers(&raw));
+    assert_eq!(plain.outcome, raw.outcome);
+    assert_eq!(
+        (plain.verdict, &plain.findings),
+        (raw.verdict, &raw.findings)
+    );
+    assert_eq!(plain.why, raw.why);
+}
+
+#[test]
+fn buildx_013_failed_rawjson_then_error_text() {
+    let r = report("buildx-0.13-failed.rawjson");
+    assert_eq!(r.input.format, LogFormat::Rawjson);
+    // buildx's error text after the stream: `Dockerfile:3`, the excerpt
+    // between two rules, `ERROR: failed to solve: …`.
+    assert_eq!(
+        (r.input.lines, r.input.unrecognized, r.input.builds),
+        (349, 8, 1)
+    );
+    assert_eq!(r.outcome, Outcome::Failed);
+    assert_eq!(
+        (
+            r.steps.total,
+            r.steps.cached,
+            r.steps.rebuilt,
+            r.steps.failed
+        ),
+        (2, 1, 1, 1)
+    );
+    assert_eq!(stages(&r), [("stage-0", 2, 1)]);
+    assert!(r.imports.is_empty() && r.exports.is_empty());
+    // No export is expected from a failed build.
+    assert_eq!(r.verdict, Verdict::NoCacheImport);
+    assert_eq!(r.findings, [Verdict::NoCacheImport]);
+    assert_eq!(
+        r.why,
+        "1 of 2 steps were rebuilt and no cache import was attempted"
+    );
+}
+
+#[test]
+fn buildx_013_inline_cache_inside_exporting_to_image() {
+    for name in [
+        "buildx-0.13-inline-export.log",
+        "buildx-0.13-inline-export.rawjson",
+    ] {
+        let r = report(name);
+        assert_eq!(r.input.unrecognized, 0, "{name}");
+        assert_eq!(r.outcome, Outcome::Succeeded, "{name}");
+        assert_eq!(stages(&r), [("stage-0", 2, 1)], "{name}");
+        assert!(r.imports.is_empty(), "{name}");
+        assert_eq!(r.exports.len(), 1, "{name}");
+        let e = &r.exports[0];
+        assert_eq!(e.name, "preparing layers for inline cache", "{name}");
+        assert_eq!(
+            (e.kind, e.outcome, e.error.as_deref(), e.layers),
+            (ExportKind::Inline, TransferOutcome::Ok, None, 0),
+            "{name}"
+        );
+        // The inline export counts: only the missing import is a finding.
+        assert_eq!(r.verdict, Verdict::NoCacheImport, "{name}");
+        assert_eq!(r.findings, [Verdict::NoCacheImport], "{name}");
+    }
+    assert_eq!(
+        report("buildx-0.13-inline-export.log").exports[0].time_s,
+        0.0
+    );
+    assert_eq!(
+        report("buildx-0.13-inline-export.rawjson").exports[0].time_s,
+        0.029
+    );
+}
+
+#[test]
+fn inline_cache_follows_its_image_export() {
+    let log = |body: &str| {
+        let text = format!(
+            "#1 [1/2] FROM docker.io/kiln/busybox:latest\n#1 DONE 0.0s\n\n\
+             #2 [2/2] RUN true\n#2 DONE 0.1s\n\n\
+             #3 exporting to image\n#3 exporting layers 0.1s done\n{body}"
+        );
+        kiln_diagnose::diagnose(&kiln_diagnose::parse(text.as_bytes()), None).unwrap()
+    };
+    // The push of the image, and with it the inline cache, failed.
+    let r = log(
+        "#3 preparing layers for inline cache\n#3 preparing layers for inline cache 0.3s done\n\
+         #3 ERROR: failed to push 127.0.0.1:5000/x/inl:1: connection refused\n",
+    );
+    assert_eq!(r.outcome, Outcome::Failed);
+    let e = &r.exports[0];
+    assert_eq!(
+        (e.kind, e.outcome, e.time_s),
+        (ExportKind::Inline, TransferOutcome::Error, 0.3)
+    );
+    assert_eq!(
+        e.error.as_deref(),
+        Some("failed to push 127.0.0.1:5000/x/inl:1: connection refused")
+    );
+    // The log ends while the image is exported.
+    let r = log("#3 preparing layers for inline cache\n");
+    assert_eq!(r.exports[0].outcome, TransferOutcome::Incomplete);
+    // Without the status the image export is no cache export.
+    let r = log("#3 DONE 0.2s\n");
+    assert!(r.exports.is_empty());
+    assert_eq!(r.findings, [Verdict::NoCacheImport, Verdict::NoCacheExport]);
+    // Some logs show the status as a vertex of its own.
+    let r = log("#3 DONE 0.2s\n\n#4 preparing layers for inline cache\n#4 DONE 9.5s\n");
+    assert_eq!(r.exports.len(), 1);
+    let e = &r.exports[0];
+    assert_eq!(
+        (e.name.as_str(), e.kind, e.outcome, e.time_s),
+        (
+            "preparing layers for inline cache",
+            ExportKind::Inline,
+            TransferOutcome::Ok,
+            9.5
+        )
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Fuzz smoke: no input makes the parser or the report panic, and the counts
 //! stay consistent, whatever is done to a log — truncation, garbled bytes,
-//! lines of two logs interleaved or shuffled, huge numbers, any chunking.
+//! lines of two logs interleaved or shuffled, huge numbers, any chunking,
+//! a line or a rawjson object that never ends.
 
 use proptest::prelude::*;
 
@@ -13,7 +14,7 @@ fn fixture(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-const FIXTURES: [&str; 10] = [
+const FIXTURES: [&str; 16] = [
     "plain-cold.log",
     "plain-warm.log",
     "plain-missing-cache-from.log",
@@ -24,6 +25,12 @@ const FIXTURES: [&str; 10] = [
     "rawjson-registry.jsonl",
     "rawjson-missing-ref.jsonl",
     "rawjson-truncated.jsonl",
+    "buildx-0.13-cold.rawjson",
+    "buildx-0.13-warm.rawjson",
+    "buildx-0.13-warm.log",
+    "buildx-0.13-failed.rawjson",
+    "buildx-0.13-inline-export.log",
+    "buildx-0.13-inline-export.rawjson",
 ];
 
 /// Parses in the given chunk size, reports, renders; checks invariants.
@@ -58,8 +65,11 @@ fn line_of_noise() -> impl Strategy<Value = String> {
         "#[0-9]{1,3} \\[[a-z0-9/ -]{0,12} [0-9]{1,12}/[0-9]{1,12}\\] (RUN|COPY|FROM) .{0,20}",
         "#[0-9]{1,3} importing cache manifest from .{0,20}",
         "#[0-9]{1,3} exporting cache.{0,20}",
+        "#[0-9]{1,3} preparing layers for inline cache.{0,10}",
         "\\{\"vertexes\":\\[\\{\"digest\":\"d[0-9]\",\"name\":\".{0,30}\",\"started\":\".{0,30}\",\"completed\":\"[0-9T:.Z+-]{0,35}\",\"cached\":(true|false)\\}\\]\\}",
         "\\{.{0,60}",
+        "[{}]",
+        " {0,6}\"(vertexes|statuses|digest|name|id|vertex|cached|completed)\": .{0,30}",
         ".{0,60}",
     ]
 }
@@ -133,4 +143,16 @@ fn a_line_without_end() {
     let mut b = b"#1 [a 1/1] RUN x\n#1 ".to_vec();
     b.extend(std::iter::repeat_n(b'y', kiln_diagnose::MAX_LINE * 2));
     check(&b, 1 << 20);
+}
+
+#[test]
+fn an_object_without_end() {
+    let mut b = b"{\n  \"vertexes\": [\n".to_vec();
+    let line = format!("    {{\"digest\": \"{}\"}},\n", "d".repeat(1 << 16));
+    while b.len() < kiln_diagnose::MAX_OBJECT * 2 {
+        b.extend_from_slice(line.as_bytes());
+    }
+    check(&b, 1 << 20);
+    let t = kiln_diagnose::parse(&b);
+    assert!(t.is_empty(), "never closed, never parsed");
 }
