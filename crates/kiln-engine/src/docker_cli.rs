@@ -110,7 +110,12 @@ impl Drop for TempDir {
 }
 
 /// Builds `spec` with the docker CLI; `jobs`, when set, is handed to the
-/// build as the secret `kiln-jobs` (`crate::jobs`).
+/// build as the secret `kiln-jobs` (`crate::jobs`); the CLI's progress is
+/// kept in `log` when given.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one caller (the engine driver), each argument distinct"
+)]
 pub async fn build(
     endpoint: &Endpoint,
     spec: &BuildSpec,

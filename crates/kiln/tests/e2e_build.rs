@@ -411,71 +411,6 @@ fn preflight_names_a_missing_image_and_its_producer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The whole twin (examples/twin), copied to a temporary directory so that
-/// editing a source file does not touch the repository.
-fn twin_copy() -> PathBuf {
-    let dst = std::env::temp_dir().join(unique("kiln-twin-"));
-    let _ = std::fs::remove_dir_all(&dst);
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(repo().join("examples/twin"))
-        .arg(&dst)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    // Records and stat cache of earlier runs in the repository's copy stay out.
-    let _ = std::fs::remove_dir_all(dst.join(".kiln"));
-    dst
-}
-
-/// Appends a line that is unique to this test run to a file.
-fn touch_unique(path: &Path, what: &str) {
-    let mut text = std::fs::read_to_string(path).unwrap();
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    text.push_str(&format!("\n# {what} {} {stamp}\n", std::process::id()));
-    std::fs::write(path, text).unwrap();
-}
-
-/// Statuses and reasons by target.
-fn outcomes(s: &serde_json::Value) -> BTreeMap<String, (String, String)> {
-    s["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| {
-            (
-                t["name"].as_str().unwrap().to_string(),
-                (
-                    t["status"].as_str().unwrap().to_string(),
-                    t["reason"].as_str().unwrap_or("").to_string(),
-                ),
-            )
-        })
-        .collect()
-}
-
-/// Asserts that exactly `built` were built, `cutoff` skipped by early
-/// cutoff, and every other target skipped as up to date.
-fn expect(s: &serde_json::Value, built: &[&str], cutoff: &[&str], what: &str) {
-    for (name, (status, reason)) in outcomes(s) {
-        if built.contains(&name.as_str()) {
-            assert_eq!(status, "built", "{what}: {name} ({reason})");
-        } else if cutoff.contains(&name.as_str()) {
-            assert_eq!(status, "skipped", "{what}: {name}");
-            assert!(
-                reason.starts_with("early cutoff"),
-                "{what}: {name}: {reason}"
-            );
-        } else {
-            assert_eq!(status, "skipped", "{what}: {name} should be up to date");
-            assert!(reason.starts_with("up to date"), "{what}: {name}: {reason}");
-        }
-    }
-}
-
 /// The consumers of nixl-wheel in the twin, transitively.
 const NIXL_DEPENDENTS: [&str; 4] = ["lmcache", "lmcache-wheel", "vllm", "vllm-wheel"];
 /// Its direct consumers: cut off when nixl-wheel's image does not change
@@ -1593,53 +1528,52 @@ fn fleet_preflight_asks_every_node_that_may_build_the_target() {
 }
 
 /// The fleet file `scripts/dev-env up --nodes N` wrote, if nodes are up.
-fn fleet_file() -> Option<String> {
-    let out = Command::new(repo().join("scripts/dev-env"))
-        .arg("env")
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let found = text
-        .lines()
-        .find_map(|l| l.strip_prefix("KILN_FLEET=").map(String::from));
-    if found.is_none() {
-        assert!(
-            std::env::var("KILN_E2E").as_deref() != Ok("1"),
-            "KILN_E2E=1 but no fleet is up: run scripts/dev-env up --nodes 3"
-        );
-        eprintln!("skipped: no fleet (run `scripts/dev-env up --nodes 3`)");
-    }
-    found
-}
-
 /// A real fleet of three dockerd nodes: the twin builds with targets on
 /// several nodes, every input from another node handed over through the
 /// registry by digest; then a node is killed mid-run and the run still
 /// completes on the others, keeping what was finished.
+///
+/// The same run goes once over the nodes as Docker engines and once over
+/// the same nodes as buildx builders (`--driver buildx`, each node a
+/// docker-driver builder): one test, so the two never kill node3 at once.
 #[test]
 fn the_twin_builds_on_a_three_node_fleet_and_survives_losing_a_node() {
     let Some((host, _)) = engine() else { return };
     let Some(fleet) = fleet_file() else { return };
+    fleet_run(&host, &fleet, "engine-api|docker-cli", &[]);
+    if containerd_store(&host) {
+        let fleet = fleet_file_of("KILN_FLEET_BUILDX").expect("the buildx fleet file");
+        fleet_run(&host, &fleet, "buildx", &["--driver", "buildx"]);
+    } else {
+        eprintln!("skipped: the buildx fleet (the legacy engine has no buildx)");
+    }
+}
+
+fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
+    let host = host.to_string();
     let dir = twin_copy();
     touch_unique(&dir.join("src/rocm-runtime/prune.sh"), "fleet run");
     let env = [("PIP_TOKEN", "fleet-token")];
-    let args = [
-        "build",
-        "--fleet",
-        &fleet,
+    let mut args = vec!["build", "--fleet", fleet];
+    args.extend_from_slice(extra);
+    args.extend([
         "--progress",
         "plain",
         "--format",
         "json",
         "default",
         "pytorch-run",
-    ];
+    ]);
     let o = kiln(&dir, &host, &args, &env);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s = summary(&o);
     let mut nodes = BTreeMap::new();
     for t in s["targets"].as_array().unwrap() {
         assert_eq!(t["status"], "built", "{t}");
+        assert!(
+            drivers.split('|').any(|d| t["driver"] == d),
+            "{drivers}: {t}"
+        );
         nodes.insert(
             t["name"].as_str().unwrap().to_string(),
             t["node"].as_str().unwrap().to_string(),
@@ -1679,7 +1613,7 @@ fn the_twin_builds_on_a_three_node_fleet_and_survives_losing_a_node() {
         "fleet run, node lost",
     );
     let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
-        .args(args)
+        .args(&args)
         .current_dir(&dir)
         .env("DOCKER_HOST", &host)
         .env("PIP_TOKEN", "fleet-token")

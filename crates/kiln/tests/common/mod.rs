@@ -70,6 +70,7 @@ pub fn seed_edges() -> BTreeSet<(String, String)> {
 /// End-to-end helpers: the dev environment's engine, temporary workspaces,
 /// running the binary against the engine, reading its summary.
 pub mod e2e {
+    use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
     use std::process::{Command, Output};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -194,5 +195,95 @@ pub mod e2e {
             .output()
             .expect("docker CLI");
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    }
+
+    /// The whole twin (examples/twin), copied to a temporary directory so that
+    /// editing a source file does not touch the repository.
+    pub fn twin_copy() -> PathBuf {
+        let dst = std::env::temp_dir().join(unique("kiln-twin-"));
+        let _ = std::fs::remove_dir_all(&dst);
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(repo().join("examples/twin"))
+            .arg(&dst)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Records and stat cache of earlier runs in the repository's copy stay out.
+        let _ = std::fs::remove_dir_all(dst.join(".kiln"));
+        dst
+    }
+
+    /// Appends a line that is unique to this test run to a file.
+    pub fn touch_unique(path: &Path, what: &str) {
+        let mut text = std::fs::read_to_string(path).unwrap();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        text.push_str(&format!("\n# {what} {} {stamp}\n", std::process::id()));
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Statuses and reasons by target.
+    pub fn outcomes(s: &serde_json::Value) -> BTreeMap<String, (String, String)> {
+        s["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_string(),
+                    (
+                        t["status"].as_str().unwrap().to_string(),
+                        t["reason"].as_str().unwrap_or("").to_string(),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// Asserts that exactly `built` were built, `cutoff` skipped by early
+    /// cutoff, and every other target skipped as up to date.
+    pub fn expect(s: &serde_json::Value, built: &[&str], cutoff: &[&str], what: &str) {
+        for (name, (status, reason)) in outcomes(s) {
+            if built.contains(&name.as_str()) {
+                assert_eq!(status, "built", "{what}: {name} ({reason})");
+            } else if cutoff.contains(&name.as_str()) {
+                assert_eq!(status, "skipped", "{what}: {name}");
+                assert!(
+                    reason.starts_with("early cutoff"),
+                    "{what}: {name}: {reason}"
+                );
+            } else {
+                assert_eq!(status, "skipped", "{what}: {name} should be up to date");
+                assert!(reason.starts_with("up to date"), "{what}: {name}: {reason}");
+            }
+        }
+    }
+
+    /// The fleet file the dev environment wrote (`KILN_FLEET`), or with
+    /// `buildx` the same nodes as buildx builders (`KILN_FLEET_BUILDX`).
+    pub fn fleet_file_of(var: &str) -> Option<String> {
+        let out = Command::new(repo().join("scripts/dev-env"))
+            .arg("env")
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let found = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{var}=")).map(String::from));
+        if found.is_none() {
+            assert!(
+                std::env::var("KILN_E2E").as_deref() != Ok("1"),
+                "KILN_E2E=1 but no fleet is up: run scripts/dev-env up --nodes 3"
+            );
+            eprintln!("skipped: no fleet (run `scripts/dev-env up --nodes 3`)");
+        }
+        found
+    }
+
+    pub fn fleet_file() -> Option<String> {
+        fleet_file_of("KILN_FLEET")
     }
 }

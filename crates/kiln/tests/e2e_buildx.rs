@@ -1,0 +1,434 @@
+//! End-to-end builds on the current engine (dockerd 26 with the containerd
+//! image store) and through kiln's buildx driver, against the real daemons
+//! and registry `scripts/dev-env up` starts. Without an engine these tests
+//! say so and pass; with `KILN_E2E=1` (set by `.ci/run`) a missing engine
+//! is a failure. On the legacy engine (no buildx) the buildx tests say they
+//! are skipped.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::e2e::*;
+
+/// The current engine's buildx environment: `DOCKER_CONFIG` (buildx
+/// plugin, one docker context per engine) and the builder of the main
+/// engine, from `scripts/dev-env env`; `None` (after saying so) on the
+/// legacy engine.
+fn buildx_env() -> Option<(String, String)> {
+    let out = Command::new(repo().join("scripts/dev-env"))
+        .arg("env")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")).map(String::from))
+    };
+    match (get("DOCKER_CONFIG"), get("KILN_BUILDER")) {
+        (Some(c), Some(b)) => Some((c, b)),
+        _ => {
+            eprintln!("skipped: the engine is the legacy one, which has no buildx");
+            None
+        }
+    }
+}
+
+/// `kiln ARGS` in `dir` with the buildx environment.
+fn kiln_bx(dir: &Path, host: &str, config: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut all: Vec<(&str, &str)> = vec![("DOCKER_CONFIG", config)];
+    all.extend_from_slice(env);
+    kiln(dir, host, args, &all)
+}
+
+fn ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `docker --context CONTEXT ARGS` with `DOCKER_CONFIG`: stdout+stderr.
+fn docker_ctx(config: &str, context: &str, args: &[&str]) -> String {
+    let o = Command::new("docker")
+        .args(["--context", context])
+        .args(args)
+        .env("DOCKER_CONFIG", config)
+        .env_remove("DOCKER_HOST")
+        .output()
+        .expect("docker CLI");
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+const BAKE: &str = r#"
+variable "REG" { default = "127.0.0.1:5000" }
+variable "U" { default = "x" }
+target "_c" { network = "host" }
+target "base" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.base"
+  tags = ["${REG}/e2e-bx-${U}/base:1"]
+}
+target "app" {
+  inherits = ["_c"]
+  contexts = { base = "target:base" }
+  tags = ["${REG}/e2e-bx-${U}/app:1"]
+}
+target "broken" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.broken"
+}
+target "after-broken" {
+  inherits = ["_c"]
+  contexts = { b = "target:broken" }
+  dockerfile = "Dockerfile.after"
+}
+target "lost-export" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.lost"
+  cache-to = ["type=registry,ref=127.0.0.1:1/nowhere:cache,mode=max,ignore-error=true"]
+}
+group "default" { targets = ["app"] }
+group "mixed" { targets = ["after-broken", "app"] }
+"#;
+
+fn fixture(salt: &str) -> PathBuf {
+    workspace(&[
+        ("docker-bake.hcl", BAKE),
+        (
+            "Dockerfile.base",
+            &format!(
+                "FROM kiln/busybox:latest AS build\nRUN echo built-{salt} > /out\nFROM kiln/busybox:latest\nCOPY --from=build /out /base.txt\n"
+            ),
+        ),
+        (
+            "Dockerfile",
+            "FROM base\nCOPY src/ /src/\nRUN cat /base.txt /src/* > /all\n",
+        ),
+        ("src/a.txt", "A\n"),
+        (
+            "Dockerfile.broken",
+            "FROM kiln/busybox:latest\nRUN echo about to fail && exit 3\n",
+        ),
+        ("Dockerfile.after", "FROM b\nRUN true\n"),
+        (
+            "Dockerfile.lost",
+            &format!("FROM kiln/busybox:latest\nRUN echo lost-{salt} > /lost\n"),
+        ),
+    ])
+}
+
+/// The buildx driver builds, hands over, records and skips like the
+/// engine driver: a second run starts no buildx at all; a failure names
+/// its step (never a cache import), blocks its dependents and lets the
+/// rest finish; a failed cache export is reported although
+/// `ignore-error=true` kept the build going.
+#[test]
+fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
+    let Some((host, reg)) = engine() else { return };
+    let Some((config, builder)) = buildx_env() else {
+        return;
+    };
+    let salt = unique("");
+    let dir = fixture(&salt);
+    let vars = ["--var", &format!("REG={reg}"), "--var", &format!("U={salt}")];
+    let build = |extra: &[&str]| {
+        let mut a = vec!["build", "--driver", "buildx", "--progress", "plain", "--format", "json"];
+        a.extend_from_slice(&vars);
+        a.extend_from_slice(extra);
+        kiln_bx(&dir, &host, &config, &a, &[])
+    };
+    let o = build(&["--push"]);
+    ok(&o);
+    let s = summary(&o);
+    for n in ["base", "app"] {
+        let t = target(&s, n);
+        assert_eq!(t["status"], "built", "{t}");
+        assert_eq!(t["driver"], "buildx", "{t}");
+        assert_eq!(t["node"], builder.as_str(), "{t}");
+        assert!(t["digest"].as_str().unwrap().starts_with("sha256:"), "{t}");
+        // The registry cache: imported (a first build finds nothing) and
+        // exported with mode=max.
+        let exports: Vec<_> = t["cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "export")
+            .collect();
+        assert_eq!(exports.len(), 1, "{t}");
+        assert_eq!(exports[0]["outcome"], "ok", "{t}");
+        assert!(Path::new(t["log"].as_str().unwrap()).is_file(), "{t}");
+    }
+    // app got base by its unique reference on the same engine and holds
+    // what base built.
+    let app = target(&s, "app");
+    assert!(
+        app["handed"]["base"].as_str().unwrap().starts_with("kiln.local/base:"),
+        "{app}"
+    );
+    let all = docker(
+        &host,
+        &["run", "--rm", "--network", "host", app["image"].as_str().unwrap(), "cat", "/all"],
+    );
+    assert!(all.contains(&format!("built-{salt}")), "{all}");
+
+    // A no-op run: both skipped by key, buildx never started (no logs).
+    let o = build(&["--push"]);
+    ok(&o);
+    let s2 = summary(&o);
+    for n in ["base", "app"] {
+        let t = target(&s2, n);
+        assert_eq!(t["status"], "skipped", "{t}");
+        assert!(t["reason"].as_str().unwrap().starts_with("up to date"), "{t}");
+        assert!(t.get("log").is_none(), "no build ran: {t}");
+        assert_eq!(t["image"], target(&s, n)["image"], "{t}");
+    }
+
+    // A failure: its step, its log, dependents blocked, the rest built.
+    let o = build(&["mixed"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
+    let s = summary(&o);
+    let b = target(&s, "broken");
+    assert_eq!(b["status"], "failed", "{b}");
+    assert!(b["failed_step"].as_str().unwrap().contains("RUN echo about to fail"), "{b}");
+    assert!(b["error"].as_str().unwrap().contains("exit code: 3"), "{b}");
+    assert_eq!(target(&s, "after-broken")["status"], "blocked");
+    assert!(matches!(target(&s, "app")["status"].as_str(), Some("skipped" | "built")));
+
+    // A cache export that fails: reported, the image still built.
+    let o = build(&["lost-export"]);
+    ok(&o);
+    let s = summary(&o);
+    let t = target(&s, "lost-export");
+    assert_eq!(t["status"], "built", "{t}");
+    let failed: Vec<_> = t["cache"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "export" && c["outcome"] == "error")
+        .collect();
+    assert_eq!(failed.len(), 1, "{t}");
+    let err = stderr_of(&o);
+    assert!(err.contains("layer-cache export failed"), "{err}");
+
+    // A builder that does not exist: bad input, nothing built.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &["build", "--driver", "buildx", "--builder", "no-such-builder", &vars[0], &vars[1]],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert!(err.contains("no buildx builder no-such-builder"), "{err}");
+    assert!(err.contains("docker buildx ls"), "{err}");
+    // buildx missing: an environment failure that says what to install.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &["build", "--driver", "buildx", &vars[0], &vars[1]],
+        &[("KILN_DOCKER", "/nonexistent/docker")],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("buildx is not available"), "{}", stderr_of(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// An image recorded on one engine and pushed is reused on another engine
+/// (pulled by digest, never rebuilt), and `kiln plan` said so first: plan
+/// and build agree on every target.
+#[test]
+fn a_target_recorded_on_one_engine_is_pulled_on_another_and_plan_agrees() {
+    let Some((_, reg)) = engine() else { return };
+    let Some(fleet) = fleet_file() else { return };
+    let nodes: Vec<String> = std::fs::read_to_string(&fleet)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v = l.trim().strip_prefix("endpoint")?.trim_start();
+            Some(v.strip_prefix('=')?.trim().trim_matches('"').to_string())
+        })
+        .collect();
+    assert!(nodes.len() >= 2, "{nodes:?}");
+    let salt = unique("");
+    let dir = fixture(&salt);
+    let vars = ["--var", &format!("REG={reg}"), "--var", &format!("U={salt}")];
+    let store = dir.join("shared-store");
+    let store = store.to_str().unwrap();
+    let mut a = vec!["build", "--push", "--progress", "plain", "--format", "json", "--store", store];
+    a.extend_from_slice(&vars);
+    let o = kiln(&dir, &nodes[0], &a, &[]);
+    ok(&o);
+    let first = summary(&o);
+    let mut p = vec!["plan", "--format", "json", "--store", store];
+    p.extend_from_slice(&vars);
+    let o = kiln(&dir, &nodes[1], &p, &[]);
+    ok(&o);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = kiln(&dir, &nodes[1], &a, &[]);
+    ok(&o);
+    let second = summary(&o);
+    for t in plan["targets"].as_array().unwrap() {
+        let n = t["name"].as_str().unwrap();
+        assert_eq!(t["action"], "skip", "{t}");
+        assert!(t["reason"].as_str().unwrap().contains("will be pulled from"), "{t}");
+        let b = target(&second, n);
+        assert_eq!(b["status"], "skipped", "plan said skip: {b}");
+        assert!(b["reason"].as_str().unwrap().contains("pulled"), "{b}");
+        // The same image by identity on both engines.
+        assert_eq!(b["image"], target(&first, n)["image"], "{n}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A private current-engine environment of this test's own (its own
+/// dockerd, registry and docker contexts): a builder the test may wipe.
+struct OwnEnv {
+    dir: PathBuf,
+    host: String,
+    registry: String,
+    config: String,
+}
+
+impl OwnEnv {
+    fn up() -> OwnEnv {
+        let dir = std::env::temp_dir().join(unique("kiln-seed000-env-"));
+        let o = Command::new(repo().join("scripts/dev-env"))
+            .arg("up")
+            .env("KILN_DEV_ENV_DIR", &dir)
+            .env_remove("KILN_REGISTRY_PORT")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr_of(&o));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")).map(String::from))
+                .unwrap_or_else(|| panic!("{k} in {text}"))
+        };
+        OwnEnv {
+            host: get("DOCKER_HOST"),
+            registry: get("KILN_REGISTRY"),
+            config: get("DOCKER_CONFIG"),
+            dir,
+        }
+    }
+}
+
+impl Drop for OwnEnv {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/dev-env"))
+            .args(["down", "--purge"])
+            .env("KILN_DEV_ENV_DIR", &self.dir)
+            .output();
+    }
+}
+
+/// Seed 000's verification protocol on the twin, whose expensive work
+/// sits in discarded builder stages (`COPY --from`, `RUN --mount from=`):
+/// build everything with the buildx driver and push; wipe the builder (its
+/// build cache and every image it built: a cold CI runner); build again
+/// with `--force`, so BuildKit must solve: every step is CACHED from the
+/// registry import, and the summary and `kiln diagnose` on the saved logs
+/// say so; then change one upstream input: only what consumes it rebuilds.
+#[test]
+fn seed_000_verification_protocol_on_a_wiped_builder() {
+    let Some(_) = engine() else { return };
+    let Some(_) = buildx_env() else { return };
+    let env = OwnEnv::up();
+    let dir = twin_copy();
+    let reg_var = format!("REGISTRY={}", env.registry);
+    let pip = [("PIP_TOKEN", "seed000-token")];
+    let build = |extra: &[&str]| {
+        let mut a = vec![
+            "build", "--driver", "buildx", "--builder", "kiln", "--push", "--progress", "plain",
+            "--format", "json", "--var", &reg_var,
+        ];
+        a.extend_from_slice(extra);
+        a.extend(["default", "pytorch-run"]);
+        let o = kiln_bx(&dir, &env.host, &env.config, &a, &pip);
+        ok(&o);
+        summary(&o)
+    };
+    let first = build(&[]);
+    for t in first["targets"].as_array().unwrap() {
+        assert_eq!(t["status"], "built", "{t}");
+        let export = t["cache"].as_array().unwrap().iter().find(|c| c["kind"] == "export");
+        assert_eq!(export.map(|e| &e["outcome"]), Some(&"ok".into()), "{t}");
+    }
+
+    // Wipe the builder: its build cache and the images it built.
+    let pruned = docker_ctx(&env.config, "kiln", &["buildx", "prune", "-af"]);
+    assert!(pruned.contains("Total"), "{pruned}");
+    let images = docker_ctx(&env.config, "kiln", &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    for i in images.lines().filter(|i| !i.starts_with("kiln/") && !i.contains("<none>")) {
+        docker_ctx(&env.config, "kiln", &["rmi", "-f", i]);
+    }
+    docker_ctx(&env.config, "kiln", &["image", "prune", "-f"]);
+    let left = docker_ctx(&env.config, "kiln", &["images", "--format", "{{.Repository}}"]);
+    assert!(
+        left.lines().all(|l| l.starts_with("kiln/")),
+        "only the base images stay: {left}"
+    );
+
+    let second = build(&["--force"]);
+    for t in second["targets"].as_array().unwrap() {
+        let n = t["name"].as_str().unwrap();
+        assert_eq!(t["status"], "built", "--force solves: {t}");
+        let steps = &t["steps"];
+        assert!(steps["total"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(steps["cached"], steps["total"], "every step from the registry cache: {t}");
+        let stable = format!("buildcache-{n}-");
+        let import = t["cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "import" && c["ref"].as_str().unwrap().contains(&stable));
+        assert_eq!(import.map(|i| &i["outcome"]), Some(&"ok".into()), "{t}");
+        // kiln diagnose reads the saved log the same way.
+        let log = t["log"].as_str().unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["diagnose", log, "--format", "json"])
+            .output()
+            .unwrap();
+        ok(&o);
+        let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(d["verdict"], "healthy", "{n}: {d}");
+        assert_eq!(d["steps"]["cached"], d["steps"]["total"], "{n}: {d}");
+        assert!(
+            d["imports"].as_array().unwrap().iter().any(|i| i["outcome"] == "ok"),
+            "{n}: {d}"
+        );
+        assert!(
+            d["exports"].as_array().unwrap().iter().all(|e| e["outcome"] == "ok"),
+            "{n}: {d}"
+        );
+    }
+    // The twin's discarded builder stages were among the cached steps.
+    let nixl_log = target(&second, "nixl-wheel")["log"].as_str().unwrap().to_string();
+    let text = std::fs::read_to_string(&nixl_log).unwrap();
+    assert!(text.contains("[ucx "), "the ucx builder stage ran through the log");
+
+    // One upstream input changes: only nixl-wheel and what consumes it.
+    touch_unique(
+        &dir.join("src/nixl-wheel/ucx/src/ucs/sys/sys.c"),
+        "seed 000 change",
+    );
+    let third = build(&[]);
+    expect(
+        &third,
+        &["nixl-wheel", "lmcache", "lmcache-wheel", "vllm", "vllm-wheel"],
+        &[],
+        "one upstream input changed",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
