@@ -7,8 +7,10 @@
 
 pub mod cli;
 pub mod commands;
+pub mod costs;
 pub mod error;
 pub mod output;
+pub mod prepare;
 pub mod settings;
 
 use std::ffi::OsString;

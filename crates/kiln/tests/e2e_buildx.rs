@@ -134,9 +134,22 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
     };
     let salt = unique("");
     let dir = fixture(&salt);
-    let vars = ["--var", &format!("REG={reg}"), "--var", &format!("U={salt}")];
+    let vars = [
+        "--var",
+        &format!("REG={reg}"),
+        "--var",
+        &format!("U={salt}"),
+    ];
     let build = |extra: &[&str]| {
-        let mut a = vec!["build", "--driver", "buildx", "--progress", "plain", "--format", "json"];
+        let mut a = vec![
+            "build",
+            "--driver",
+            "buildx",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+        ];
         a.extend_from_slice(&vars);
         a.extend_from_slice(extra);
         kiln_bx(&dir, &host, &config, &a, &[])
@@ -166,12 +179,23 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
     // what base built.
     let app = target(&s, "app");
     assert!(
-        app["handed"]["base"].as_str().unwrap().starts_with("kiln.local/base:"),
+        app["handed"]["base"]
+            .as_str()
+            .unwrap()
+            .starts_with("kiln.local/base:"),
         "{app}"
     );
     let all = docker(
         &host,
-        &["run", "--rm", "--network", "host", app["image"].as_str().unwrap(), "cat", "/all"],
+        &[
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            app["image"].as_str().unwrap(),
+            "cat",
+            "/all",
+        ],
     );
     assert!(all.contains(&format!("built-{salt}")), "{all}");
 
@@ -182,7 +206,10 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
     for n in ["base", "app"] {
         let t = target(&s2, n);
         assert_eq!(t["status"], "skipped", "{t}");
-        assert!(t["reason"].as_str().unwrap().starts_with("up to date"), "{t}");
+        assert!(
+            t["reason"].as_str().unwrap().starts_with("up to date"),
+            "{t}"
+        );
         assert!(t.get("log").is_none(), "no build ran: {t}");
         assert_eq!(t["image"], target(&s, n)["image"], "{t}");
     }
@@ -193,10 +220,19 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
     let s = summary(&o);
     let b = target(&s, "broken");
     assert_eq!(b["status"], "failed", "{b}");
-    assert!(b["failed_step"].as_str().unwrap().contains("RUN echo about to fail"), "{b}");
+    assert!(
+        b["failed_step"]
+            .as_str()
+            .unwrap()
+            .contains("RUN echo about to fail"),
+        "{b}"
+    );
     assert!(b["error"].as_str().unwrap().contains("exit code: 3"), "{b}");
     assert_eq!(target(&s, "after-broken")["status"], "blocked");
-    assert!(matches!(target(&s, "app")["status"].as_str(), Some("skipped" | "built")));
+    assert!(matches!(
+        target(&s, "app")["status"].as_str(),
+        Some("skipped" | "built")
+    ));
 
     // A cache export that fails: reported, the image still built.
     let o = build(&["lost-export"]);
@@ -219,7 +255,15 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
         &dir,
         &host,
         &config,
-        &["build", "--driver", "buildx", "--builder", "no-such-builder", &vars[0], &vars[1]],
+        &[
+            "build",
+            "--driver",
+            "buildx",
+            "--builder",
+            "no-such-builder",
+            vars[0],
+            vars[1],
+        ],
         &[],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
@@ -231,11 +275,15 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
         &dir,
         &host,
         &config,
-        &["build", "--driver", "buildx", &vars[0], &vars[1]],
+        &["build", "--driver", "buildx", vars[0], vars[1]],
         &[("KILN_DOCKER", "/nonexistent/docker")],
     );
     assert_eq!(o.status.code(), Some(3), "{}", stderr_of(&o));
-    assert!(stderr_of(&o).contains("buildx is not available"), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("buildx is not available"),
+        "{}",
+        stderr_of(&o)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -261,10 +309,24 @@ fn a_target_recorded_on_one_engine_is_pulled_on_another_and_plan_agrees() {
     assert!(nodes.len() >= 2, "{nodes:?}");
     let salt = unique("");
     let dir = fixture(&salt);
-    let vars = ["--var", &format!("REG={reg}"), "--var", &format!("U={salt}")];
+    let vars = [
+        "--var",
+        &format!("REG={reg}"),
+        "--var",
+        &format!("U={salt}"),
+    ];
     let store = dir.join("shared-store");
     let store = store.to_str().unwrap();
-    let mut a = vec!["build", "--push", "--progress", "plain", "--format", "json", "--store", store];
+    let mut a = vec![
+        "build",
+        "--push",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--store",
+        store,
+    ];
     a.extend_from_slice(&vars);
     let o = kiln(&dir, &nodes[0], &a, &[]);
     ok(&o);
@@ -280,7 +342,13 @@ fn a_target_recorded_on_one_engine_is_pulled_on_another_and_plan_agrees() {
     for t in plan["targets"].as_array().unwrap() {
         let n = t["name"].as_str().unwrap();
         assert_eq!(t["action"], "skip", "{t}");
-        assert!(t["reason"].as_str().unwrap().contains("will be pulled from"), "{t}");
+        assert!(
+            t["reason"]
+                .as_str()
+                .unwrap()
+                .contains("will be pulled from"),
+            "{t}"
+        );
         let b = target(&second, n);
         assert_eq!(b["status"], "skipped", "plan said skip: {b}");
         assert!(b["reason"].as_str().unwrap().contains("pulled"), "{b}");
@@ -350,8 +418,18 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
     let pip = [("PIP_TOKEN", "seed000-token")];
     let build = |extra: &[&str]| {
         let mut a = vec![
-            "build", "--driver", "buildx", "--builder", "kiln", "--push", "--progress", "plain",
-            "--format", "json", "--var", &reg_var,
+            "build",
+            "--driver",
+            "buildx",
+            "--builder",
+            "kiln",
+            "--push",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "--var",
+            &reg_var,
         ];
         a.extend_from_slice(extra);
         a.extend(["default", "pytorch-run"]);
@@ -362,19 +440,34 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
     let first = build(&[]);
     for t in first["targets"].as_array().unwrap() {
         assert_eq!(t["status"], "built", "{t}");
-        let export = t["cache"].as_array().unwrap().iter().find(|c| c["kind"] == "export");
+        let export = t["cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "export");
         assert_eq!(export.map(|e| &e["outcome"]), Some(&"ok".into()), "{t}");
     }
 
     // Wipe the builder: its build cache and the images it built.
     let pruned = docker_ctx(&env.config, "kiln", &["buildx", "prune", "-af"]);
     assert!(pruned.contains("Total"), "{pruned}");
-    let images = docker_ctx(&env.config, "kiln", &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
-    for i in images.lines().filter(|i| !i.starts_with("kiln/") && !i.contains("<none>")) {
+    let images = docker_ctx(
+        &env.config,
+        "kiln",
+        &["images", "--format", "{{.Repository}}:{{.Tag}}"],
+    );
+    for i in images
+        .lines()
+        .filter(|i| !i.starts_with("kiln/") && !i.contains("<none>"))
+    {
         docker_ctx(&env.config, "kiln", &["rmi", "-f", i]);
     }
     docker_ctx(&env.config, "kiln", &["image", "prune", "-f"]);
-    let left = docker_ctx(&env.config, "kiln", &["images", "--format", "{{.Repository}}"]);
+    let left = docker_ctx(
+        &env.config,
+        "kiln",
+        &["images", "--format", "{{.Repository}}"],
+    );
     assert!(
         left.lines().all(|l| l.starts_with("kiln/")),
         "only the base images stay: {left}"
@@ -386,7 +479,10 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
         assert_eq!(t["status"], "built", "--force solves: {t}");
         let steps = &t["steps"];
         assert!(steps["total"].as_u64().unwrap() > 0, "{t}");
-        assert_eq!(steps["cached"], steps["total"], "every step from the registry cache: {t}");
+        assert_eq!(
+            steps["cached"], steps["total"],
+            "every step from the registry cache: {t}"
+        );
         let stable = format!("buildcache-{n}-");
         let import = t["cache"]
             .as_array()
@@ -405,18 +501,32 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
         assert_eq!(d["verdict"], "healthy", "{n}: {d}");
         assert_eq!(d["steps"]["cached"], d["steps"]["total"], "{n}: {d}");
         assert!(
-            d["imports"].as_array().unwrap().iter().any(|i| i["outcome"] == "ok"),
+            d["imports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["outcome"] == "ok"),
             "{n}: {d}"
         );
         assert!(
-            d["exports"].as_array().unwrap().iter().all(|e| e["outcome"] == "ok"),
+            d["exports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["outcome"] == "ok"),
             "{n}: {d}"
         );
     }
     // The twin's discarded builder stages were among the cached steps.
-    let nixl_log = target(&second, "nixl-wheel")["log"].as_str().unwrap().to_string();
+    let nixl_log = target(&second, "nixl-wheel")["log"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let text = std::fs::read_to_string(&nixl_log).unwrap();
-    assert!(text.contains("[ucx "), "the ucx builder stage ran through the log");
+    assert!(
+        text.contains("[ucx "),
+        "the ucx builder stage ran through the log"
+    );
 
     // One upstream input changes: only nixl-wheel and what consumes it.
     touch_unique(
@@ -426,7 +536,13 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
     let third = build(&[]);
     expect(
         &third,
-        &["nixl-wheel", "lmcache", "lmcache-wheel", "vllm", "vllm-wheel"],
+        &[
+            "nixl-wheel",
+            "lmcache",
+            "lmcache-wheel",
+            "vllm",
+            "vllm-wheel",
+        ],
         &[],
         "one upstream input changed",
     );

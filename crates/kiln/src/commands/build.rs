@@ -2,17 +2,17 @@
 //! engine, with live progress on stderr and a run summary on stdout.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use kiln_engine::events::{Event, StepState};
-use kiln_engine::{
-    BuildSpec, ContextSource, Endpoint, EngineError, Reporter, RunOptions, SecretSpec, TargetStatus,
-};
+use kiln_engine::{Reporter, RunOptions, TargetStatus};
 
 use crate::cli::{Format, Progress};
-use crate::commands::plan::{Planned, build_plan};
 use crate::error::{CliError, Kind};
+use crate::prepare::{
+    apply_buildx_cache, apply_local_cache, build_plan, builder_spec, check, engine_error,
+    fleet_plan, load, open_store, runtime, specs_for, verdict,
+};
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct BuildSettings {
@@ -32,312 +32,6 @@ pub struct BuildSettings {
     pub driver: crate::cli::DriverKind,
     /// `--builder` (or `KILN_BUILDER`).
     pub builder: Option<String>,
-}
-
-/// The buildx builder a `--driver buildx` run uses: `--builder`, then
-/// `KILN_BUILDER`, then `BUILDX_BUILDER`, then `default`; buildx runs as
-/// `$KILN_DOCKER` (default `docker` on the PATH).
-pub(crate) fn builder_spec(name: Option<&str>) -> kiln_engine::buildx::BuilderSpec {
-    let name = name
-        .map(String::from)
-        .or_else(|| std::env::var("BUILDX_BUILDER").ok().filter(|b| !b.is_empty()))
-        .unwrap_or_else(|| "default".into());
-    kiln_engine::buildx::BuilderSpec {
-        name,
-        docker: std::env::var_os("KILN_DOCKER")
-            .map(Into::into)
-            .unwrap_or_else(|| "docker".into()),
-    }
-}
-
-/// Reads a TOML input file of the fleet feature.
-fn read_input(path: &str, what: &str) -> Result<String, CliError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("cannot read the {what} {path}: {e}")))
-}
-
-/// The nodes of a fleet run and where the schedule places each target
-/// (kiln's policy over the costs file; docs/scheduling.md).
-/// Nodes, preferred placement and memory eligibility of a fleet run.
-pub(crate) type FleetPlan = (
-    Vec<kiln_engine::run::NodeSpec>,
-    std::collections::HashMap<String, usize>,
-    std::collections::HashMap<String, Vec<usize>>,
-);
-
-pub(crate) fn fleet_plan(
-    fleet_path: &str,
-    costs: Option<&str>,
-    cwd: &Path,
-    history: &Path,
-    specs: &[BuildSpec],
-) -> Result<FleetPlan, CliError> {
-    use kiln_plan::schedule::{CostsFile, Fleet, Job, Policy, Problem, schedule};
-    let fleet = Fleet::parse(fleet_path, &read_input(fleet_path, "fleet file")?)
-        .map_err(|e| CliError::usage(e.to_string()))?;
-    let costs = match costs {
-        Some(p) => CostsFile::parse(p, &read_input(p, "costs file")?)
-            .map_err(|e| CliError::usage(e.to_string()))?,
-        None => CostsFile::default(),
-    };
-    let mut nodes = Vec::new();
-    for n in &fleet.nodes {
-        // An endpoint that is not an engine address names a buildx builder.
-        let (endpoint, builder) = match crate::commands::fleet::endpoint(&n.endpoint, cwd) {
-            Some(e) => (e, None),
-            None => (
-                crate::commands::fleet::endpoint("unix:///var/run/docker.sock", cwd)
-                    .expect("a unix endpoint"),
-                Some(builder_spec(Some(&n.endpoint))),
-            ),
-        };
-        nodes.push(kiln_engine::run::NodeSpec {
-            name: n.name.clone(),
-            endpoint,
-            slots: n.slots as usize,
-            builder,
-        });
-    }
-    let index: std::collections::HashMap<&str, usize> = specs
-        .iter()
-        .enumerate()
-        .map(|(i, sp)| (sp.name.as_str(), i))
-        .collect();
-    let learned = super::costs::learned(history);
-    let jobs = specs
-        .iter()
-        .map(|sp| Job {
-            name: sp.name.clone(),
-            deps: sp
-                .deps
-                .iter()
-                .filter_map(|d| index.get(d.as_str()).copied())
-                .collect(),
-            cost: super::costs::cost_of(&sp.name, &costs, &learned).0,
-            published: false,
-        })
-        .collect();
-    let problem =
-        Problem::new(jobs, fleet.nodes.clone()).map_err(|e| CliError::usage(e.to_string()))?;
-    let plan = schedule(&problem, Policy::Kiln);
-    let placement = plan
-        .assignments
-        .iter()
-        .map(|a| (specs[a.job].name.clone(), a.node))
-        .collect();
-    let eligible = (0..specs.len())
-        .map(|j| {
-            let ks = (0..fleet.nodes.len())
-                .filter(|&k| problem.eligible(j, k))
-                .collect();
-            (specs[j].name.clone(), ks)
-        })
-        .collect();
-    Ok((nodes, placement, eligible))
-}
-
-fn abs(cwd: &Path, p: &str) -> PathBuf {
-    let p = p.strip_prefix("cwd://").unwrap_or(p);
-    let path = Path::new(p);
-    let joined = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        cwd.join(path)
-    };
-    // Drop `.` components so messages show clean paths.
-    joined
-        .components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect()
-}
-
-/// Applies the local driver's cache policy to a spec: inline cache and
-/// `cache-from` of the previously pushed image for targets that push.
-pub fn apply_local_cache(
-    spec: &mut BuildSpec,
-    planned: &Planned,
-    settings: &kiln_plan::cache::CacheSettings,
-) -> Vec<String> {
-    let Some(t) = planned.targets.get(&spec.name) else {
-        return Vec::new();
-    };
-    let policies = crate::commands::plan::cache_policy(
-        t,
-        settings,
-        kiln_plan::cache::Driver::Local,
-        spec.push,
-    );
-    let Some(p) = policies.first() else {
-        return Vec::new();
-    };
-    spec.inline_cache = p.inline;
-    spec.cache_from = p
-        .from
-        .iter()
-        .filter(|e| e.kind() == "registry")
-        .filter_map(|e| e.reference().map(String::from))
-        .collect();
-    p.notices.clone()
-}
-
-/// Applies the buildx driver's cache policy to a spec: the stable registry
-/// ref and the per-commit tag imported, the stable ref exported `mode=max`
-/// (docs/cache-policy.md).
-pub fn apply_buildx_cache(
-    spec: &mut BuildSpec,
-    planned: &Planned,
-    settings: &kiln_plan::cache::CacheSettings,
-) {
-    let Some(t) = planned.targets.get(&spec.name) else {
-        return;
-    };
-    spec.buildx_cache = crate::commands::plan::cache_policy(
-        t,
-        settings,
-        kiln_plan::cache::Driver::Buildx,
-        spec.push,
-    )
-    .into_iter()
-    .next();
-}
-
-/// The build spec of one planned target; `push` forces pushing its tags.
-pub fn spec_for(
-    planned: &Planned,
-    name: &str,
-    cwd: &Path,
-    push: bool,
-) -> Result<BuildSpec, CliError> {
-    let t = planned
-        .targets
-        .get(name)
-        .ok_or_else(|| CliError::usage(format!("target {name} was planned but not resolved")))?;
-    check_supported(name, t)?;
-    let context_str = t.context.clone().unwrap_or_else(|| ".".into());
-    if kiln_bake::is_remote(&context_str) {
-        return Err(CliError::usage(format!(
-            "target {name}: remote build contexts ({context_str}) are not supported by the local engine driver yet"
-        )));
-    }
-    let context = abs(cwd, &context_str);
-    let df = t.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into());
-    let dockerfile = if let Some(rest) = df.strip_prefix("cwd://") {
-        cwd.join(rest)
-    } else if Path::new(&df).is_absolute() {
-        PathBuf::from(&df)
-    } else {
-        context.join(&df)
-    };
-    let mut contexts = std::collections::BTreeMap::new();
-    for (k, v) in t.contexts.clone().unwrap_or_default() {
-        let src = if let Some(n) = v.strip_prefix("target:") {
-            ContextSource::Target {
-                name: n.to_string(),
-            }
-        } else if let Some(r) = v.strip_prefix("docker-image://") {
-            let producer = planned
-                .graph
-                .producers(r)
-                .into_iter()
-                .find(|p| *p != name)
-                .map(String::from);
-            ContextSource::Image {
-                reference: r.to_string(),
-                producer,
-            }
-        } else {
-            ContextSource::Local { path: v.clone() }
-        };
-        contexts.insert(k, src);
-    }
-    let secrets = t
-        .secret
-        .clone()
-        .unwrap_or_default()
-        .iter()
-        .map(|e| SecretSpec {
-            id: e
-                .get("id")
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_string(),
-            src: e.get("src").and_then(|v| v.as_str()).map(|p| abs(cwd, p)),
-            env: e.get("env").and_then(|v| v.as_str()).map(String::from),
-        })
-        .collect();
-    let outputs_push = t.output.iter().flatten().any(|e| {
-        e.get("type").and_then(|v| v.as_str()) == Some("registry")
-            || e.get("push").and_then(|v| v.as_str()) == Some("true")
-    });
-    let strip = |m: Option<std::collections::BTreeMap<String, Option<String>>>| {
-        m.unwrap_or_default()
-            .into_iter()
-            .filter_map(|(k, v)| Some((k, v?)))
-            .collect()
-    };
-    Ok(BuildSpec {
-        name: name.to_string(),
-        context,
-        dockerfile,
-        dockerfile_inline: t.dockerfile_inline.clone(),
-        args: strip(t.args.clone()),
-        labels: strip(t.labels.clone()),
-        tags: t.tags.clone().unwrap_or_default(),
-        target: t.target.clone(),
-        platforms: t.platforms.clone().unwrap_or_default(),
-        network: t
-            .network
-            .clone()
-            .filter(|n| !n.is_empty() && n != "default"),
-        no_cache: t.no_cache.unwrap_or(false),
-        contexts,
-        secrets,
-        deps: planned
-            .graph
-            .deps(name)
-            .into_iter()
-            .map(String::from)
-            .collect(),
-        push: push || outputs_push,
-        cache_from: Vec::new(),
-        inline_cache: false,
-        buildx_cache: None,
-    })
-}
-
-/// Refuses attributes the local engine driver cannot honour, rather than
-/// building something other than what the bake file asks for.
-fn check_supported(name: &str, t: &kiln_bake::Target) -> Result<(), CliError> {
-    let mut missing = Vec::new();
-    for o in t.output.iter().flatten() {
-        let ty = o.get("type").and_then(|v| v.as_str()).unwrap_or("");
-        if !matches!(ty, "image" | "docker" | "registry" | "cacheonly") {
-            missing.push(format!("output type={ty}"));
-        }
-    }
-    if t.ssh.as_ref().is_some_and(|v| !v.is_empty()) {
-        missing.push("ssh".into());
-    }
-    if t.ulimits.as_ref().is_some_and(|v| !v.is_empty()) {
-        missing.push("ulimits".into());
-    }
-    if t.shm_size.as_ref().is_some_and(|v| !v.is_empty()) {
-        missing.push("shm-size".into());
-    }
-    if t.extra_hosts.as_ref().is_some_and(|v| !v.is_empty()) {
-        missing.push("extra-hosts".into());
-    }
-    if t.call.as_deref().is_some_and(|c| c != "build") {
-        missing.push(format!("call={}", t.call.as_deref().unwrap_or("")));
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(CliError::usage(format!(
-        "target {name}: the local engine driver cannot honour {} yet",
-        missing.join(", ")
-    ))
-    .with_hint("remove them for local builds (e.g. --set NAME.output=type=docker), or build this target with docker buildx bake"))
 }
 
 /// `image (reason)`, or whichever of the two there is.
@@ -505,82 +199,8 @@ impl Reporter for TtyReporter {
     }
 }
 
-/// The build specs of a plan, in build order. A missing Dockerfile is an
-/// input error found before anything builds.
-pub fn specs_for(
-    bake: &kiln_bake::Bake,
-    planned: &Planned,
-    cwd: &Path,
-    push: bool,
-) -> Result<Vec<BuildSpec>, CliError> {
-    let specs = planned
-        .plan
-        .targets
-        .iter()
-        .map(|t| spec_for(planned, &t.name, cwd, push))
-        .collect::<Result<Vec<_>, _>>()?;
-    for spec in &specs {
-        missing_dockerfile(bake, spec)?;
-    }
-    Ok(specs)
-}
-
-/// An error pointing at the target's `dockerfile` attribute when the
-/// Dockerfile does not exist.
-pub fn missing_dockerfile(bake: &kiln_bake::Bake, spec: &BuildSpec) -> Result<(), CliError> {
-    if spec.dockerfile_inline.is_some() || spec.dockerfile.is_file() {
-        return Ok(());
-    }
-    let msg = format!(
-        "target {}: Dockerfile {} does not exist",
-        spec.name,
-        spec.dockerfile.display()
-    );
-    let span = bake
-        .config
-        .attr_spans
-        .get(&(spec.name.clone(), "dockerfile".to_string()))
-        .or_else(|| bake.config.target_spans.get(&spec.name));
-    let rendered = match span {
-        Some(sp) => {
-            kiln_bake::diag::render(&kiln_bake::Diags::at(*sp, msg.clone(), ""), &bake.sources)
-        }
-        None => msg,
-    };
-    Err(CliError::usage(rendered).with_hint(
-        "the path is relative to the target's context (bake's rule); check `dockerfile` and `context`, and the directory kiln runs in",
-    ))
-}
-
-/// Opens the record store and the stat cache.
-pub fn open_store(
-    s: &StoreSettings,
-) -> Result<
-    (
-        Arc<dyn kiln_store::RecordStore>,
-        Arc<kiln_engine::hashing::StatCache>,
-    ),
-    CliError,
-> {
-    let store = kiln_store::open(&s.store, &s.project).map_err(|e| match e {
-        kiln_store::StoreError::Invalid(m) => CliError::usage(m),
-        e => CliError::env(e.to_string()),
-    })?;
-    let cache = kiln_engine::hashing::StatCache::load(&s.stat_cache);
-    Ok((Arc::from(store), Arc::new(cache)))
-}
-
-/// A multi-threaded runtime for the engine calls.
-pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::env(format!("cannot start the async runtime: {e}")))
-}
-
 pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let bake = super::load(&s.bake)?;
+    let bake = load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
     let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
     if s.fleet.is_some()
@@ -619,7 +239,7 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     // A fleet run checks every node that may build a target needing it.
     let fleet = s.fleet.as_ref().map(|_| (nodes.as_slice(), &eligible));
     let builder = (buildx && s.fleet.is_none()).then(|| builder_spec(s.builder.as_deref()));
-    super::preflight::verdict(&super::preflight::check(
+    verdict(&check(
         &planned,
         &specs,
         &s.store,
@@ -688,8 +308,8 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .and_then(|(f, t)| kiln_plan::schedule::Fleet::parse(&f, &t).ok())
         .map(|fl| fl.nodes.into_iter().map(|n| (n.name, n.speed)).collect())
         .unwrap_or_default();
-    let sizes = rt.block_on(super::costs::output_sizes(&summary));
-    super::costs::record(
+    let sizes = rt.block_on(crate::costs::output_sizes(&summary));
+    crate::costs::record(
         &s.store.history,
         &summary,
         |node| speeds.get(node).copied().unwrap_or(1.0),
@@ -776,19 +396,4 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         });
     }
     Ok(())
-}
-
-pub fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
-    match e {
-        EngineError::Unreachable { endpoint, detail } => CliError::env(format!("cannot reach the Docker engine at {endpoint}: {detail}"))
-            .with_hint(format!(
-                "start the project's engine with `export $(scripts/dev-env up)`, or point DOCKER_HOST/--host at a running dockerd (tried {})",
-                ep.host
-            )),
-        EngineError::Input(m) => CliError::usage(m),
-        EngineError::Build(m) => CliError { kind: Kind::Failed, message: m, hint: None },
-        e @ (EngineError::Io { .. } | EngineError::Store(_) | EngineError::Tool(_)) => {
-            CliError::env(e.to_string())
-        }
-    }
 }

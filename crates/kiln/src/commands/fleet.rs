@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::cli::Format;
 use crate::error::CliError;
+use crate::prepare::{builder_spec, endpoint, runtime};
 
 pub struct FleetSettings {
     pub fleet: String,
@@ -35,35 +36,12 @@ struct NodeReport {
     error: Option<String>,
 }
 
-/// A node's engine endpoint, with a relative unix socket path taken
-/// relative to the directory kiln runs in.
-pub fn endpoint(raw: &str, cwd: &std::path::Path) -> Option<kiln_engine::Endpoint> {
-    let host = if let Some(p) = raw.strip_prefix("unix://") {
-        let path = std::path::Path::new(p);
-        if path.is_absolute() {
-            raw.to_string()
-        } else {
-            format!("unix://{}", cwd.join(path).display())
-        }
-    } else if raw.starts_with("tcp://") {
-        raw.to_string()
-    } else {
-        return None;
-    };
-    Some(kiln_engine::Endpoint {
-        host,
-        docker_cli: std::env::var_os("KILN_DOCKER_CLI")
-            .map(Into::into)
-            .unwrap_or_else(|| "/usr/bin/docker".into()),
-    })
-}
-
 pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let text = std::fs::read_to_string(&s.fleet)
         .map_err(|e| CliError::usage(format!("cannot read the fleet file {}: {e}", s.fleet)))?;
     let fleet = kiln_plan::schedule::Fleet::parse(&s.fleet, &text)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let rt = super::build::runtime()?;
+    let rt = runtime()?;
     let reports: Vec<NodeReport> = rt.block_on(async {
         let mut tasks = Vec::new();
         for n in &fleet.nodes {
@@ -78,15 +56,12 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                         // Not an engine address: a buildx builder, probed
                         // through the engine behind it.
                         None => {
-                            let d = kiln_engine::buildx::BuildxDriver::connect(
-                                &super::build::builder_spec(Some(&raw)),
-                            )
+                            let d = kiln_engine::buildx::BuildxDriver::connect(&builder_spec(
+                                Some(&raw),
+                            ))
                             .await?;
                             let facts = d.facts();
-                            (
-                                kiln_engine::driver::Driver::engine(&d).clone(),
-                                Some(facts),
-                            )
+                            (kiln_engine::driver::Driver::engine(&d).clone(), Some(facts))
                         }
                     };
                     Ok::<_, kiln_engine::EngineError>((kiln_engine::probe::probe(&e, gb).await?, b))

@@ -1,7 +1,8 @@
-//! One module per subcommand.
+//! One module per subcommand. A command never imports another: what
+//! commands share to prepare a run is in [`crate::prepare`] (and learned
+//! costs in [`crate::costs`]).
 
 pub mod build;
-pub mod costs;
 pub mod diagnose;
 pub mod fleet;
 pub mod lint;
@@ -10,111 +11,3 @@ pub mod preflight;
 pub mod print;
 pub mod schedule;
 pub mod why;
-
-use kiln_bake::{Bake, Resolved};
-
-use crate::error::CliError;
-use crate::settings::BakeSettings;
-
-/// Loads and evaluates the bake files named by the settings.
-pub fn load(s: &BakeSettings) -> Result<Bake, CliError> {
-    kiln_bake::load_paths(&s.files, &s.opts).map_err(CliError::from)
-}
-
-/// Checks requested names before resolution, so an unknown name gets a
-/// "did you mean" hint and the position of the file that was searched.
-pub fn check_requested(bake: &Bake, requested: &[String]) -> Result<(), CliError> {
-    for r in requested {
-        let n = r.replace('.', "_");
-        if n.contains(['*', '?', '[']) {
-            continue;
-        }
-        let known = bake.config.targets.iter().any(|t| t.name == n)
-            || bake.config.groups.iter().any(|g| g.name == n);
-        if !known {
-            let names = bake
-                .config
-                .targets
-                .iter()
-                .map(|t| t.name.as_str())
-                .chain(bake.config.groups.iter().map(|g| g.name.as_str()));
-            if n == "default" {
-                let mut names: Vec<&str> =
-                    bake.config.groups.iter().map(|g| g.name.as_str()).collect();
-                names.extend(
-                    bake.config
-                        .targets
-                        .iter()
-                        .map(|t| t.name.as_str())
-                        .filter(|t| !t.starts_with('_')),
-                );
-                names.truncate(8);
-                return Err(CliError::usage("the files define no `default` group or target, so there is nothing to do by default")
-                    .with_hint(format!("name what to build, e.g. `{}`; `kiln print --list targets` lists them", names.join(" "))));
-            }
-            let mut err = CliError::usage(format!("unknown target or group {r:?}"));
-            err = match kiln_bake::suggest::suggest(&n, names) {
-                Some(s) => err.with_hint(format!(
-                    "did you mean {s:?}? `kiln print --list targets` lists them"
-                )),
-                None => err.with_hint("`kiln print --list targets` lists the targets and groups"),
-            };
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
-/// Resolves requested names with overrides (`ReadTargets`).
-pub fn resolve(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<Resolved, CliError> {
-    if requested.is_empty() {
-        check_requested(bake, &["default".to_string()])?;
-    } else {
-        check_requested(bake, requested)?;
-    }
-    bake.resolve(requested, &s.sets, &s.opts)
-        .map_err(|e| locate_resolve_error(bake, e))
-}
-
-/// Points resolution errors about `target:` links at the `contexts`
-/// attribute of the linking target, with a "did you mean" for unknown names.
-fn locate_resolve_error(bake: &Bake, e: kiln_bake::Error) -> CliError {
-    use kiln_bake::LinkProblem;
-    let kiln_bake::Error::Resolve(kiln_bake::ResolveError {
-        message,
-        link: Some(link),
-    }) = &e
-    else {
-        return CliError::from(e);
-    };
-    let (from, hint) = match link {
-        LinkProblem::Unknown { from, missing } => {
-            let names = bake.config.targets.iter().map(|t| t.name.as_str());
-            let hint = match kiln_bake::suggest::suggest(missing, names) {
-                Some(s) => format!("did you mean \"target:{s}\"?"),
-                None => "define that target, or point the context at an image (docker-image://...) or a directory".into(),
-            };
-            (from, hint)
-        }
-        LinkProblem::Loop { from, .. } => (
-            from,
-            "targets linked through target: contexts must not form a loop".to_string(),
-        ),
-        LinkProblem::Other { from } => (
-            from,
-            "check the target: contexts of this target".to_string(),
-        ),
-    };
-    let message = match bake
-        .config
-        .attr_spans
-        .get(&(from.clone(), "contexts".into()))
-    {
-        Some(sp) => kiln_bake::diag::render(
-            &kiln_bake::Diags::at(*sp, message.clone(), ""),
-            &bake.sources,
-        ),
-        None => message.clone(),
-    };
-    CliError::usage(message).with_hint(hint)
-}

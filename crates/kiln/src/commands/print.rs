@@ -4,6 +4,7 @@ use std::io::Write;
 
 use crate::cli::ListKind;
 use crate::error::CliError;
+use crate::prepare::{load, resolve};
 use crate::settings::BakeSettings;
 
 pub struct PrintSettings {
@@ -13,7 +14,7 @@ pub struct PrintSettings {
 }
 
 pub fn run(s: PrintSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let bake = super::load(&s.bake)?;
+    let bake = load(&s.bake)?;
     if let Some(kind) = s.list {
         let text = match kind {
             ListKind::Targets => kiln_bake::list_targets(&bake.config),
@@ -21,7 +22,7 @@ pub fn run(s: PrintSettings, out: &mut dyn Write) -> Result<(), CliError> {
         };
         return crate::output::write(out, &text);
     }
-    let mut r = super::resolve(&bake, &s.bake, &s.targets)?;
+    let mut r = resolve(&bake, &s.bake, &s.targets)?;
     let po = kiln_bake::PrintOptions {
         cwd: s.bake.cwd.clone(),
         source_date_epoch: s.bake.source_date_epoch.clone(),

@@ -15,6 +15,7 @@ use kiln_plan::schedule::{
 
 use crate::cli::{Format, SchedulePolicy};
 use crate::error::CliError;
+use crate::prepare::{build_plan, load, predictions};
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct ScheduleSettings {
@@ -54,8 +55,8 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .map_err(|e| CliError::usage(e.to_string()))?,
         None => CostsFile::default(),
     };
-    let bake = super::load(&s.bake)?;
-    let planned = super::plan::build_plan(&bake, &s.bake, &s.targets)?;
+    let bake = load(&s.bake)?;
+    let planned = build_plan(&bake, &s.bake, &s.targets)?;
     if let Some(f) = &s.costs {
         for e in &costs.entries {
             if !bake.config.targets.iter().any(|t| t.name == e.name) {
@@ -69,7 +70,7 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let published: Vec<String> = if s.simulate {
         Vec::new()
     } else {
-        super::plan::predictions(&bake, &planned, &s.bake, &s.store)?
+        predictions(&bake, &planned, &s.bake, &s.store)?
             .into_iter()
             .filter(|p| matches!(p.action, kiln_engine::keys::Action::Skip))
             .map(|p| p.name)
@@ -82,7 +83,7 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let learned = if s.simulate {
         Default::default()
     } else {
-        super::costs::learned(&s.store.history)
+        crate::costs::learned(&s.store.history)
     };
     let mut default_costs = Vec::new();
     let jobs = targets
@@ -91,8 +92,8 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
             name: t.name.clone(),
             deps: t.deps.iter().filter_map(|d| index(d)).collect(),
             cost: {
-                let (c, src) = super::costs::cost_of(&t.name, &costs, &learned);
-                if src == super::costs::Source::Default {
+                let (c, src) = crate::costs::cost_of(&t.name, &costs, &learned);
+                if src == crate::costs::Source::Default {
                     default_costs.push(t.name.clone());
                 }
                 c

@@ -11,8 +11,8 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::cli::Format;
-use crate::commands::plan::{build_plan, predictions};
 use crate::error::CliError;
+use crate::prepare::{build_plan, load, predictions};
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct WhySettings {
@@ -39,7 +39,7 @@ struct Why {
 }
 
 pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let bake = super::load(&s.bake)?;
+    let bake = load(&s.bake)?;
     let requested = vec![s.target.clone()];
     let planned = build_plan(&bake, &s.bake, &requested)?;
     if planned.graph.target(&s.target).is_none() {

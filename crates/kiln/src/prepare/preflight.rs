@@ -1,0 +1,163 @@
+//! The preflight check `kiln build` runs first and `kiln preflight` runs
+//! alone: every image the run needs and does not build itself, looked for
+//! on the engine (or every fleet node that may need it) and in registries.
+
+use kiln_engine::preflight::{Checked, Need, Status};
+
+use super::engine::{engine_error, runtime};
+use super::plan::Planned;
+use crate::error::{CliError, Kind};
+use crate::settings::StoreSettings;
+
+/// The images the run needs from outside: external images of the needed
+/// stages (after arg resolution) and `docker-image://` contexts, minus what
+/// targets of the run produce.
+pub fn needs(planned: &Planned, specs: &[kiln_engine::BuildSpec]) -> Vec<Need> {
+    let in_run: std::collections::HashSet<&str> = planned
+        .plan
+        .targets
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    let mut pairs = Vec::new();
+    for spec in specs {
+        // A Dockerfile that cannot be analysed is reported by the build.
+        for image in kiln_engine::inputs::external_images(spec).unwrap_or_default() {
+            pairs.push((spec.name.clone(), image));
+        }
+        for src in spec.contexts.values() {
+            if let kiln_engine::ContextSource::Image {
+                reference,
+                producer: None,
+            } = src
+            {
+                pairs.push((spec.name.clone(), reference.clone()));
+            }
+        }
+    }
+    let pairs: Vec<(String, String)> = pairs
+        .into_iter()
+        .filter(|(_, r)| {
+            !planned
+                .graph
+                .producers(r)
+                .iter()
+                .any(|p| in_run.contains(p))
+        })
+        .collect();
+    kiln_engine::preflight::needs(pairs, |r| {
+        planned
+            .graph
+            .producers(r)
+            .into_iter()
+            .map(String::from)
+            .collect()
+    })
+}
+
+/// A fleet run's nodes and, per target, the nodes that may build it.
+pub type FleetNodes<'a> = (
+    &'a [kiln_engine::run::NodeSpec],
+    &'a std::collections::HashMap<String, Vec<usize>>,
+);
+
+/// Checks every needed image. With `require_engine` (a build), an engine
+/// that does not answer is the error (exit 3 with how to start one);
+/// otherwise images are looked for in registries only. With a fleet, every
+/// node that may build a target needing an image is asked instead of the
+/// one engine (a node that does not answer is left to the run).
+pub fn check(
+    planned: &Planned,
+    specs: &[kiln_engine::BuildSpec],
+    st: &StoreSettings,
+    fleet: Option<FleetNodes<'_>>,
+    builder: Option<&kiln_engine::buildx::BuilderSpec>,
+    require_engine: bool,
+) -> Result<Vec<Checked>, CliError> {
+    let needs = needs(planned, specs);
+    let rt = runtime()?;
+    // One engine is a fleet of one node that may build everything.
+    let single;
+    let (nodes, eligible) = match fleet {
+        Some(f) => (f.0, Some(f.1)),
+        None => {
+            single = [kiln_engine::run::NodeSpec {
+                name: st.endpoint.host.clone(),
+                endpoint: st.endpoint.clone(),
+                slots: 1,
+                builder: builder.cloned(),
+            }];
+            (&single[..], None)
+        }
+    };
+    let mut fleet_nodes = Vec::new();
+    for n in nodes {
+        let engine = match rt.block_on(kiln_engine::run::node_engine(n)) {
+            Ok(e) => Some(e),
+            Err(e) if require_engine && eligible.is_none() => {
+                return Err(engine_error(e, &n.endpoint));
+            }
+            Err(_) => None,
+        };
+        fleet_nodes.push(kiln_engine::preflight::FleetNode {
+            name: n.name.clone(),
+            engine,
+        });
+    }
+    if needs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let registry = kiln_engine::registry::Registry::new(std::time::Duration::from_secs(30))
+        .map_err(|e| CliError::env(e.to_string()))?;
+    Ok(rt.block_on(kiln_engine::preflight::check_fleet(
+        &fleet_nodes,
+        &registry,
+        needs,
+        |need| match eligible {
+            Some(e) => may_build(need, e),
+            None => vec![0],
+        },
+    )))
+}
+
+/// The nodes that may build some target needing the image, in node order.
+fn may_build(need: &Need, eligible: &std::collections::HashMap<String, Vec<usize>>) -> Vec<usize> {
+    let mut ks: Vec<usize> = need
+        .needed_by
+        .iter()
+        .filter_map(|t| eligible.get(t))
+        .flatten()
+        .copied()
+        .collect();
+    ks.sort_unstable();
+    ks.dedup();
+    ks
+}
+
+/// The error for a failed check, or `Ok` when every image is available.
+pub fn verdict(checked: &[Checked]) -> Result<(), CliError> {
+    if checked.iter().all(Checked::ok) {
+        return Ok(());
+    }
+    let text = kiln_engine::preflight::render(checked);
+    let kind = if checked
+        .iter()
+        .any(|c| matches!(c.status, Status::Invalid { .. }))
+    {
+        Kind::User
+    } else if checked
+        .iter()
+        .any(|c| matches!(c.status, Status::Auth { .. } | Status::Unreachable { .. }))
+    {
+        Kind::Environment
+    } else {
+        Kind::Failed
+    };
+    Err(CliError {
+        kind,
+        message: format!("preflight: {}", text.trim_end()),
+        hint: Some(
+            "nothing was built; only a 404 counts as missing — 401/403 mean credentials or a proxy, and an unreachable registry is an infrastructure problem".into(),
+        ),
+    })
+}

@@ -1,0 +1,285 @@
+//! Bake targets → engine [`BuildSpec`]s, and the cache policy of each
+//! driver applied to them.
+
+use std::path::{Path, PathBuf};
+
+use kiln_engine::{BuildSpec, ContextSource, SecretSpec};
+
+use super::plan::Planned;
+use crate::error::CliError;
+
+/// `p` (a `cwd://` prefix dropped) relative to `cwd`, without `.` components.
+fn abs(cwd: &Path, p: &str) -> PathBuf {
+    let p = p.strip_prefix("cwd://").unwrap_or(p);
+    let path = Path::new(p);
+    let joined = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd.join(path)
+    };
+    // Drop `.` components so messages show clean paths.
+    joined
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
+/// Applies the local driver's cache policy to a spec: inline cache and
+/// `cache-from` of the previously pushed image for targets that push.
+pub fn apply_local_cache(
+    spec: &mut BuildSpec,
+    planned: &Planned,
+    settings: &kiln_plan::cache::CacheSettings,
+) -> Vec<String> {
+    let Some(t) = planned.targets.get(&spec.name) else {
+        return Vec::new();
+    };
+    let policies = cache_policy(t, settings, kiln_plan::cache::Driver::Local, spec.push);
+    let Some(p) = policies.first() else {
+        return Vec::new();
+    };
+    spec.inline_cache = p.inline;
+    spec.cache_from = p
+        .from
+        .iter()
+        .filter(|e| e.kind() == "registry")
+        .filter_map(|e| e.reference().map(String::from))
+        .collect();
+    p.notices.clone()
+}
+
+/// Applies the buildx driver's cache policy to a spec: the stable registry
+/// ref and the per-commit tag imported, the stable ref exported `mode=max`
+/// (docs/cache-policy.md).
+pub fn apply_buildx_cache(
+    spec: &mut BuildSpec,
+    planned: &Planned,
+    settings: &kiln_plan::cache::CacheSettings,
+) {
+    let Some(t) = planned.targets.get(&spec.name) else {
+        return;
+    };
+    spec.buildx_cache = cache_policy(t, settings, kiln_plan::cache::Driver::Buildx, spec.push)
+        .into_iter()
+        .next();
+}
+
+/// The build spec of one planned target; `push` forces pushing its tags.
+pub fn spec_for(
+    planned: &Planned,
+    name: &str,
+    cwd: &Path,
+    push: bool,
+) -> Result<BuildSpec, CliError> {
+    let t = planned
+        .targets
+        .get(name)
+        .ok_or_else(|| CliError::usage(format!("target {name} was planned but not resolved")))?;
+    check_supported(name, t)?;
+    let context_str = t.context.clone().unwrap_or_else(|| ".".into());
+    if kiln_bake::is_remote(&context_str) {
+        return Err(CliError::usage(format!(
+            "target {name}: remote build contexts ({context_str}) are not supported by the local engine driver yet"
+        )));
+    }
+    let context = abs(cwd, &context_str);
+    let df = t.dockerfile.clone().unwrap_or_else(|| "Dockerfile".into());
+    let dockerfile = if let Some(rest) = df.strip_prefix("cwd://") {
+        cwd.join(rest)
+    } else if Path::new(&df).is_absolute() {
+        PathBuf::from(&df)
+    } else {
+        context.join(&df)
+    };
+    let mut contexts = std::collections::BTreeMap::new();
+    for (k, v) in t.contexts.clone().unwrap_or_default() {
+        let src = if let Some(n) = v.strip_prefix("target:") {
+            ContextSource::Target {
+                name: n.to_string(),
+            }
+        } else if let Some(r) = v.strip_prefix("docker-image://") {
+            let producer = planned
+                .graph
+                .producers(r)
+                .into_iter()
+                .find(|p| *p != name)
+                .map(String::from);
+            ContextSource::Image {
+                reference: r.to_string(),
+                producer,
+            }
+        } else {
+            ContextSource::Local { path: v.clone() }
+        };
+        contexts.insert(k, src);
+    }
+    let secrets = t
+        .secret
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| SecretSpec {
+            id: e
+                .get("id")
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string(),
+            src: e.get("src").and_then(|v| v.as_str()).map(|p| abs(cwd, p)),
+            env: e.get("env").and_then(|v| v.as_str()).map(String::from),
+        })
+        .collect();
+    let outputs_push = t.output.iter().flatten().any(|e| {
+        e.get("type").and_then(|v| v.as_str()) == Some("registry")
+            || e.get("push").and_then(|v| v.as_str()) == Some("true")
+    });
+    let strip = |m: Option<std::collections::BTreeMap<String, Option<String>>>| {
+        m.unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect()
+    };
+    Ok(BuildSpec {
+        name: name.to_string(),
+        context,
+        dockerfile,
+        dockerfile_inline: t.dockerfile_inline.clone(),
+        args: strip(t.args.clone()),
+        labels: strip(t.labels.clone()),
+        tags: t.tags.clone().unwrap_or_default(),
+        target: t.target.clone(),
+        platforms: t.platforms.clone().unwrap_or_default(),
+        network: t
+            .network
+            .clone()
+            .filter(|n| !n.is_empty() && n != "default"),
+        no_cache: t.no_cache.unwrap_or(false),
+        contexts,
+        secrets,
+        deps: planned
+            .graph
+            .deps(name)
+            .into_iter()
+            .map(String::from)
+            .collect(),
+        push: push || outputs_push,
+        cache_from: Vec::new(),
+        inline_cache: false,
+        buildx_cache: None,
+    })
+}
+
+/// Refuses attributes the local engine driver cannot honour, rather than
+/// building something other than what the bake file asks for.
+fn check_supported(name: &str, t: &kiln_bake::Target) -> Result<(), CliError> {
+    let mut missing = Vec::new();
+    for o in t.output.iter().flatten() {
+        let ty = o.get("type").and_then(|v| v.as_str()).unwrap_or("");
+        if !matches!(ty, "image" | "docker" | "registry" | "cacheonly") {
+            missing.push(format!("output type={ty}"));
+        }
+    }
+    if t.ssh.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("ssh".into());
+    }
+    if t.ulimits.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("ulimits".into());
+    }
+    if t.shm_size.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("shm-size".into());
+    }
+    if t.extra_hosts.as_ref().is_some_and(|v| !v.is_empty()) {
+        missing.push("extra-hosts".into());
+    }
+    if t.call.as_deref().is_some_and(|c| c != "build") {
+        missing.push(format!("call={}", t.call.as_deref().unwrap_or("")));
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(format!(
+        "target {name}: the local engine driver cannot honour {} yet",
+        missing.join(", ")
+    ))
+    .with_hint("remove them for local builds (e.g. --set NAME.output=type=docker), or build this target with docker buildx bake"))
+}
+
+/// The build specs of a plan, in build order. A missing Dockerfile is an
+/// input error found before anything builds.
+pub fn specs_for(
+    bake: &kiln_bake::Bake,
+    planned: &Planned,
+    cwd: &Path,
+    push: bool,
+) -> Result<Vec<BuildSpec>, CliError> {
+    let specs = planned
+        .plan
+        .targets
+        .iter()
+        .map(|t| spec_for(planned, &t.name, cwd, push))
+        .collect::<Result<Vec<_>, _>>()?;
+    for spec in &specs {
+        missing_dockerfile(bake, spec)?;
+    }
+    Ok(specs)
+}
+
+/// An error pointing at the target's `dockerfile` attribute when the
+/// Dockerfile does not exist.
+pub fn missing_dockerfile(bake: &kiln_bake::Bake, spec: &BuildSpec) -> Result<(), CliError> {
+    if spec.dockerfile_inline.is_some() || spec.dockerfile.is_file() {
+        return Ok(());
+    }
+    let msg = format!(
+        "target {}: Dockerfile {} does not exist",
+        spec.name,
+        spec.dockerfile.display()
+    );
+    let span = bake
+        .config
+        .attr_spans
+        .get(&(spec.name.clone(), "dockerfile".to_string()))
+        .or_else(|| bake.config.target_spans.get(&spec.name));
+    let rendered = match span {
+        Some(sp) => {
+            kiln_bake::diag::render(&kiln_bake::Diags::at(*sp, msg.clone(), ""), &bake.sources)
+        }
+        None => msg,
+    };
+    Err(CliError::usage(rendered).with_hint(
+        "the path is relative to the target's context (bake's rule); check `dockerfile` and `context`, and the directory kiln runs in",
+    ))
+}
+
+/// The cache policy of a resolved bake target on `driver`, one per platform.
+pub fn cache_policy(
+    t: &kiln_bake::Target,
+    settings: &kiln_plan::cache::CacheSettings,
+    driver: kiln_plan::cache::Driver,
+    push: bool,
+) -> Vec<kiln_plan::cache::CachePolicy> {
+    use kiln_plan::cache::{CacheTarget, entry_pairs, policy};
+    let pairs = |v: &Option<Vec<kiln_bake::model::Entry>>| -> Vec<Vec<(String, String)>> {
+        v.iter().flatten().map(entry_pairs).collect()
+    };
+    let tags = t.tags.clone().unwrap_or_default();
+    let platforms = t.platforms.clone().unwrap_or_default();
+    let from = pairs(&t.cache_from);
+    let to = pairs(&t.cache_to);
+    let pushes = push
+        || t.output.iter().flatten().any(|e| {
+            e.get("type").and_then(|v| v.as_str()) == Some("registry")
+                || e.get("push").and_then(|v| v.as_str()) == Some("true")
+        });
+    policy(
+        &CacheTarget {
+            name: &t.name,
+            tags: &tags,
+            platforms: &platforms,
+            cache_from: &from,
+            cache_to: &to,
+            push: pushes,
+        },
+        settings,
+        driver,
+    )
+}
