@@ -430,7 +430,10 @@ fn the_twin_skips_by_key_rebuilds_exactly_what_changed_and_explains_why() {
     let dir = twin_copy();
     // Unique images for this test: other tests build the twin concurrently
     // on the same engine, and this one deletes an image.
-    touch_unique(&dir.join("src/rocm-runtime/prune.sh"), "unique to a test");
+    touch_unique(
+        &dir.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
+        "unique to a test",
+    );
     let env = [("PIP_TOKEN", "twin-e2e-token")];
     let reg_var = format!("REGISTRY={reg}");
     let build = |progress: &str| {
@@ -1552,7 +1555,10 @@ fn the_twin_builds_on_a_three_node_fleet_and_survives_losing_a_node() {
 fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
     let host = host.to_string();
     let dir = twin_copy();
-    touch_unique(&dir.join("src/rocm-runtime/prune.sh"), "fleet run");
+    touch_unique(
+        &dir.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
+        "fleet run",
+    );
     let env = [("PIP_TOKEN", "fleet-token")];
     let mut args = vec!["build", "--fleet", fleet];
     args.extend_from_slice(extra);
@@ -1607,9 +1613,10 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
     }
     assert!(cross > 0, "no input crossed nodes: {nodes:?}");
 
-    // Lose a node mid-run: kill node3's dockerd once a build starts there.
+    // Lose a node mid-run: kill the dockerd of the node the first build
+    // starts on, as that build starts (whichever node the schedule picks).
     touch_unique(
-        &dir.join("src/rocm-runtime/prune.sh"),
+        &dir.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
         "fleet run, node lost",
     );
     let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
@@ -1622,32 +1629,41 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
         .spawn()
         .unwrap();
     let stderr = child.stderr.take().unwrap();
-    let pid_file = repo().join(".kiln/dev-env/nodes/node3/dockerd.pid");
+    let nodes_dir = repo().join(".kiln/dev-env/nodes");
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
         let mut all = String::new();
-        let mut killed = false;
+        let mut victim: Option<String> = None;
         for line in std::io::BufReader::new(stderr)
             .lines()
             .map_while(Result::ok)
         {
-            if !killed && line.contains(") on node3") {
-                let pid = std::fs::read_to_string(&pid_file).unwrap();
+            // "[target] building (driver) on nodeK"
+            if victim.is_none()
+                && line.contains("] building (")
+                && let Some(node) = line
+                    .rsplit(") on ")
+                    .next()
+                    .filter(|n| n.starts_with("node"))
+            {
+                let node = node.trim().to_string();
+                let pid =
+                    std::fs::read_to_string(nodes_dir.join(&node).join("dockerd.pid")).unwrap();
                 let st = Command::new("kill")
                     .args(["-9", pid.trim()])
                     .status()
                     .unwrap();
                 assert!(st.success());
-                killed = true;
+                victim = Some(node);
             }
             all.push_str(&line);
             all.push('\n');
         }
-        (killed, all)
+        (victim, all)
     });
     let out = child.wait_with_output().unwrap();
-    let (killed, err) = reader.join().unwrap();
-    // Bring node3 back for whatever runs next.
+    let (victim, err) = reader.join().unwrap();
+    // Bring the node back for whatever runs next.
     let up = Command::new(repo().join("scripts/dev-env"))
         .args(["up", "--nodes", "3"])
         .output()
@@ -1657,9 +1673,12 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
-    assert!(killed, "no build started on node3: {err}");
+    let victim = victim.unwrap_or_else(|| panic!("no build started on a node: {err}"));
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("node node3 stopped answering"), "{err}");
+    assert!(
+        err.contains(&format!("node {victim} stopped answering")),
+        "{err}"
+    );
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut built = 0;
     for t in s["targets"].as_array().unwrap() {
@@ -1667,8 +1686,12 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
         assert!(t["status"] == "built" || t["status"] == "skipped", "{t}");
         if t["status"] == "built" {
             built += 1;
-            // node3 was killed as its first build started: no build ends there.
-            assert_ne!(t["node"], "node3", "nothing finishes on a dead node: {t}");
+            // The node was killed as its first build started: no build ends there.
+            assert_ne!(
+                t["node"],
+                victim.as_str(),
+                "nothing finishes on a dead node: {t}"
+            );
         }
     }
     assert!(built >= 10, "the change reaches most of the twin: {s}");
