@@ -88,7 +88,12 @@ pub fn command(
 ) -> Vec<String> {
     let mut a: Vec<String> = vec![opts.docker.clone()];
     match &opts.context {
-        Some(c) => a.extend(["--context".into(), c.clone(), "buildx".into(), "build".into()]),
+        Some(c) => a.extend([
+            "--context".into(),
+            c.clone(),
+            "buildx".into(),
+            "build".into(),
+        ]),
         None => a.extend([
             "buildx".into(),
             "build".into(),
@@ -209,8 +214,16 @@ impl Version {
             .split(|c: char| !c.is_ascii_digit())
             .filter(|p| !p.is_empty())
             .map(|p| p.parse::<u32>().ok());
-        Some(Version(nums.next()??, nums.next()??, nums.next().flatten().unwrap_or(0)))
+        Some(Version(
+            nums.next()??,
+            nums.next()??,
+            nums.next().flatten().unwrap_or(0),
+        ))
     }
+
+    /// The oldest buildx kiln drives: `--build-context` (named contexts,
+    /// kiln's hand-over) arrived in 0.8, `--metadata-file` before it.
+    pub const OLDEST: Version = Version(0, 8, 0);
 
     /// `--progress rawjson` (present in 0.13, as the distribution build
     /// checked here shows; documented from 0.15); `plain` before it.
@@ -314,6 +327,16 @@ impl BuildxDriver {
         let version = Version::parse(&v).ok_or_else(|| {
             EngineError::Tool(format!("cannot read the buildx version from {v:?}"))
         })?;
+        if version < Version::OLDEST {
+            return Err(EngineError::Tool(format!(
+                "buildx {}.{}.{} is too old: kiln hands dependencies over with --build-context, which buildx has from {}.{}; install a newer docker-buildx plugin",
+                version.0,
+                version.1,
+                version.2,
+                Version::OLDEST.0,
+                Version::OLDEST.1
+            )));
+        }
         let text = docker_output(&b.docker, &["buildx", "inspect", &b.name], false)
             .await
             .map_err(|e| {
@@ -522,10 +545,17 @@ impl BuildxDriver {
         let built = crate::local::Built {
             image_id: String::new(),
             steps: tracker.counts(),
-                cache: tracker.cache_ops(),
+            cache: tracker.cache_ops(),
         };
-        crate::driver::finish(&self.engine, spec, &local, built, digest.filter(|_| pushes), req.reporter)
-            .await
+        crate::driver::finish(
+            &self.engine,
+            spec,
+            &local,
+            built,
+            digest.filter(|_| pushes),
+            req.reporter,
+        )
+        .await
     }
 }
 
@@ -641,6 +671,96 @@ mod tests {
             push: true,
             ..BuildSpec::default()
         }
+    }
+
+    #[test]
+    fn buildx_versions_from_upstream_and_distribution_builds() {
+        let v = |t: &str| Version::parse(t);
+        assert_eq!(
+            v("github.com/docker/buildx v0.15.1 1c1dbb2"),
+            Some(Version(0, 15, 1))
+        );
+        assert_eq!(
+            v("github.com/docker/buildx 0.13.1+ds1 0.13.1+ds1-3"),
+            Some(Version(0, 13, 1))
+        );
+        assert_eq!(v("github.com/docker/buildx v0.20"), Some(Version(0, 20, 0)));
+        assert_eq!(v("buildx"), None);
+        assert_eq!(v("github.com/docker/buildx dev"), None);
+        assert_eq!(Version(0, 13, 1).progress(), "rawjson");
+        assert_eq!(Version(0, 12, 9).progress(), "plain");
+        assert!(Version(0, 7, 1) < Version::OLDEST);
+        assert!(Version(0, 13, 1) >= Version::OLDEST);
+    }
+
+    #[test]
+    fn buildx_inspect_output_gives_the_driver_and_endpoint() {
+        let docker = "Name:          kiln\nDriver:        docker\nLast Activity: 2026-12-01 22:43:39 +0000 UTC\n\nNodes:\nName:             kiln\nEndpoint:         kiln\nStatus:           running\nBuildKit version: v0.0.0+unknown\nPlatforms:        linux/amd64\n";
+        assert_eq!(
+            Inspected::parse(docker),
+            Some(Inspected {
+                driver: "docker".into(),
+                endpoint: Some("kiln".into())
+            })
+        );
+        let container = "Name:   ci\nDriver: docker-container\n\nNodes:\nName:      ci0\nEndpoint:  unix:///var/run/docker.sock\nStatus:    inactive\n";
+        assert_eq!(
+            Inspected::parse(container).unwrap().driver,
+            "docker-container"
+        );
+        assert_eq!(Inspected::parse("no builder here"), None);
+    }
+
+    #[test]
+    fn a_docker_driver_builder_is_named_by_its_context_and_secrets_follow() {
+        let s = spec();
+        let opts = BuildxOptions {
+            context: Some("kiln-node1".into()),
+            progress: "plain".into(),
+            implicit_secrets: vec![crate::spec::SecretSpec {
+                id: "kiln-jobs".into(),
+                src: Some("/tmp/b/kiln-jobs".into()),
+                env: None,
+            }],
+            extra_tags: vec!["kiln.local/app:run-1".into()],
+            ..BuildxOptions::default()
+        };
+        let argv = command(
+            &BuildSpec { push: false, ..s },
+            &CachePolicy {
+                driver: Driver::Buildx,
+                platform: "native".into(),
+                stable_ref: None,
+                from: Vec::new(),
+                to: Vec::new(),
+                inline: false,
+                notices: Vec::new(),
+            },
+            &[(
+                "reg:5000/base:1".to_string(),
+                "kiln.local/base:abcd".to_string(),
+            )]
+            .into(),
+            &opts,
+            Path::new("/w"),
+        );
+        let line = argv.join(" ");
+        assert!(
+            line.starts_with("docker --context kiln-node1 buildx build --progress plain"),
+            "{line}"
+        );
+        assert!(!line.contains("--builder"), "{line}");
+        assert!(
+            line.contains("--secret id=tok,env=TOKEN --secret id=kiln-jobs,src=/tmp/b/kiln-jobs"),
+            "{line}"
+        );
+        assert!(line.contains("--tag kiln.local/app:run-1"), "{line}");
+        // A dependency's tag named directly becomes a named context.
+        assert!(
+            line.contains("--build-context reg:5000/base:1=docker-image://kiln.local/base:abcd"),
+            "{line}"
+        );
+        assert!(!line.contains("--push"), "{line}");
     }
 
     #[test]

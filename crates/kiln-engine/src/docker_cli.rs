@@ -187,7 +187,7 @@ pub async fn build(
         (true, Some(id)) if !id.is_empty() => Ok(Ok(Built {
             image_id: id,
             steps: tracker.counts(),
-                cache: tracker.cache_ops(),
+            cache: tracker.cache_ops(),
         })),
         _ => {
             let (step, message, log_tail) = match tracker.failure() {

@@ -88,7 +88,10 @@ impl Driver for EngineDriver {
 /// What the engine's BuildKit cannot build as the bake file says: several
 /// platforms in one target, a platform other than the engine's, and
 /// local-directory named contexts (no named contexts on dockerd 20.10).
-pub(crate) fn check_engine_specs(engine: &LocalEngine, specs: &[BuildSpec]) -> Result<(), EngineError> {
+pub(crate) fn check_engine_specs(
+    engine: &LocalEngine,
+    specs: &[BuildSpec],
+) -> Result<(), EngineError> {
     for s in specs {
         if s.platforms.len() > 1 {
             return Err(EngineError::Input(format!(
@@ -118,8 +121,6 @@ pub(crate) fn check_engine_specs(engine: &LocalEngine, specs: &[BuildSpec]) -> R
     }
     Ok(())
 }
-
-
 
 /// The transport of an engine build: the docker CLI when the build takes
 /// a secret (the bake file's, or the job count) or the engine keeps its
@@ -173,7 +174,11 @@ pub(crate) fn build_tag(spec: &BuildSpec, run_id: &str) -> String {
 
 /// The daemon died under the build (a CLI transport only sees its client
 /// fail): the node is gone, not the build.
-pub(crate) async fn lost_or_failed(engine: &LocalEngine, spec: &BuildSpec, mut f: Failed) -> BuildOutcome {
+pub(crate) async fn lost_or_failed(
+    engine: &LocalEngine,
+    spec: &BuildSpec,
+    mut f: Failed,
+) -> BuildOutcome {
     if !engine.answers().await {
         return Err(EngineError::Unreachable {
             endpoint: engine.endpoint.host.clone(),
@@ -321,7 +326,6 @@ fn explain_failure(spec: &BuildSpec, msg: &str) -> String {
     msg.to_string()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,7 +333,10 @@ mod tests {
     #[test]
     fn secrets_and_the_job_count_take_the_cli() {
         let plain = BuildSpec::default();
-        assert_eq!(engine_kind(&plain, false, ImageStore::Classic), "engine-api");
+        assert_eq!(
+            engine_kind(&plain, false, ImageStore::Classic),
+            "engine-api"
+        );
         assert_eq!(engine_kind(&plain, true, ImageStore::Classic), "docker-cli");
         assert_eq!(
             engine_kind(&plain, false, ImageStore::Containerd),
@@ -370,5 +377,4 @@ mod tests {
         assert!(m.contains("base image docker.io/library/nope"), "{m}");
         assert!(m.contains("target app"), "{m}");
     }
-
 }

@@ -56,7 +56,9 @@ impl ImageStore {
     /// From `docker info`'s `DriverStatus` pairs.
     pub fn from_driver_status(status: &[Vec<String>]) -> ImageStore {
         let containerd = status.iter().any(|kv| {
-            kv.len() == 2 && kv[0] == "driver-type" && kv[1].starts_with("io.containerd.snapshotter")
+            kv.len() == 2
+                && kv[0] == "driver-type"
+                && kv[1].starts_with("io.containerd.snapshotter")
         });
         if containerd {
             ImageStore::Containerd
@@ -378,7 +380,7 @@ impl LocalEngine {
         Ok(Ok(Built {
             image_id,
             steps: tracker.counts(),
-                cache: tracker.cache_ops(),
+            cache: tracker.cache_ops(),
         }))
     }
 }

@@ -666,7 +666,13 @@ fn blocked(s: &BuildSpec, node: &Node, reason: String) -> TargetResult {
 fn log_path(opts: &RunOptions, target: &str) -> Option<std::path::PathBuf> {
     let safe: String = target
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     Some(opts.log_dir.as_ref()?.join(format!("{safe}.log")))
 }
@@ -956,7 +962,11 @@ async fn decide_and_build(
         Ok(x) => x,
         Err(f) => return Ok(Outcome::Failed(f)),
     };
-    for op in built.cache.iter().filter(|o| o.kind == "export" && o.outcome != "ok") {
+    for op in built
+        .cache
+        .iter()
+        .filter(|o| o.kind == "export" && o.outcome != "ok")
+    {
         warn(format!(
             "the layer-cache export failed ({}); the image is built, but a cold builder will rebuild this target's discarded stages until an export succeeds (ignore-error=true only kept it from failing the build)",
             op.error.as_deref().unwrap_or(op.outcome)

@@ -212,16 +212,15 @@ impl StepTracker {
                     .filter_map(|id| self.steps.get(id))
                     .find(failed)
             });
-        pick.into_iter()
-            .find_map(|s| {
-                s.error.as_ref().map(|e| {
-                    let mut logs: Vec<String> = s.logs.iter().cloned().collect();
-                    if !s.partial.is_empty() {
-                        logs.push(s.partial.clone());
-                    }
-                    (s.name.clone(), e.clone(), logs)
-                })
+        pick.into_iter().find_map(|s| {
+            s.error.as_ref().map(|e| {
+                let mut logs: Vec<String> = s.logs.iter().cloned().collect();
+                if !s.partial.is_empty() {
+                    logs.push(s.partial.clone());
+                }
+                (s.name.clone(), e.clone(), logs)
             })
+        })
     }
 }
 
@@ -468,19 +467,24 @@ impl RawJsonParser {
 
 /// RFC 3339 → seconds since the epoch.
 fn rfc3339_secs(v: Option<&serde_json::Value>) -> Option<f64> {
-    let t = time::OffsetDateTime::parse(
-        v?.as_str()?,
-        &time::format_description::well_known::Rfc3339,
-    )
-    .ok()?;
+    let t =
+        time::OffsetDateTime::parse(v?.as_str()?, &time::format_description::well_known::Rfc3339)
+            .ok()?;
     Some(t.unix_timestamp_nanos() as f64 / 1e9)
 }
 
 /// One `client.SolveStatus` (vertexes, logs) into the tracker.
 fn solve_status(tracker: &mut StepTracker, v: &serde_json::Value) -> Vec<Event> {
     let mut out = Vec::new();
-    let s = |x: &serde_json::Value, k: &str| x.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
-    for x in v.get("vertexes").and_then(|v| v.as_array()).into_iter().flatten() {
+    let s = |x: &serde_json::Value, k: &str| {
+        x.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string()
+    };
+    for x in v
+        .get("vertexes")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+    {
         let err = s(x, "error");
         out.extend(tracker.vertex(
             &s(x, "digest"),
@@ -491,7 +495,12 @@ fn solve_status(tracker: &mut StepTracker, v: &serde_json::Value) -> Vec<Event> 
             (!err.is_empty()).then_some(err.as_str()),
         ));
     }
-    for l in v.get("logs").and_then(|v| v.as_array()).into_iter().flatten() {
+    for l in v
+        .get("logs")
+        .and_then(|v| v.as_array())
+        .into_iter()
+        .flatten()
+    {
         use base64::Engine as _;
         let data = base64::engine::general_purpose::STANDARD
             .decode(s(l, "data"))
@@ -579,8 +588,18 @@ ERROR: failed to solve: process did not complete successfully: exit code: 3"#;
                 ),
             ]
         );
-        assert!(events.iter().any(|e| matches!(e, Event::Log { line, .. } if line == "hello")));
-        assert_eq!(t.counts(), StepCounts { total: 2, cached: 1 });
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Log { line, .. } if line == "hello"))
+        );
+        assert_eq!(
+            t.counts(),
+            StepCounts {
+                total: 2,
+                cached: 1
+            }
+        );
         assert!(t.cache_ops().is_empty());
         let (step, msg, logs) = t.failure().unwrap();
         assert!(step.contains("RUN echo"), "{step}");
@@ -622,7 +641,13 @@ mod cache_ops_tests {
         assert_eq!(ops[0].outcome, "error");
         assert_eq!(ops[1].kind, "export");
         assert_eq!(ops[1].outcome, "error");
-        assert!(ops[1].error.as_deref().unwrap().contains("connection refused"));
+        assert!(
+            ops[1]
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("connection refused")
+        );
         let (step, msg, _) = t.failure().unwrap();
         assert_eq!(step, "[build 1/2] RUN make");
         assert!(msg.contains("exit code: 2"), "{msg}");

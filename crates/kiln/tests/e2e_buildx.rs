@@ -91,6 +91,10 @@ target "lost-export" {
   dockerfile = "Dockerfile.lost"
   cache-to = ["type=registry,ref=127.0.0.1:1/nowhere:cache,mode=max,ignore-error=true"]
 }
+target "jobs" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.jobs"
+}
 group "default" { targets = ["app"] }
 group "mixed" { targets = ["after-broken", "app"] }
 "#;
@@ -114,6 +118,12 @@ fn fixture(salt: &str) -> PathBuf {
             "FROM kiln/busybox:latest\nRUN echo about to fail && exit 3\n",
         ),
         ("Dockerfile.after", "FROM b\nRUN true\n"),
+        (
+            "Dockerfile.jobs",
+            &format!(
+                "FROM kiln/busybox:latest\nRUN --mount=type=secret,id=kiln-jobs cp /run/secrets/kiln-jobs /jobs && echo {salt} > /salt\n"
+            ),
+        ),
         (
             "Dockerfile.lost",
             &format!("FROM kiln/busybox:latest\nRUN echo lost-{salt} > /lost\n"),
@@ -249,6 +259,32 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
     assert_eq!(failed.len(), 1, "{t}");
     let err = stderr_of(&o);
     assert!(err.contains("layer-cache export failed"), "{err}");
+
+    // The compile-job count reaches the RUN step as the secret kiln-jobs.
+    let o = build(&["jobs"]);
+    ok(&o);
+    let s = summary(&o);
+    let t = target(&s, "jobs");
+    assert_eq!(t["status"], "built", "{t}");
+    let jobs = t["jobs"].as_u64().unwrap_or_else(|| panic!("no jobs: {t}"));
+    assert!(jobs >= 1, "{t}");
+    let held = docker(
+        &host,
+        &[
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            t["image"].as_str().unwrap(),
+            "cat",
+            "/jobs",
+        ],
+    );
+    assert_eq!(
+        held,
+        format!("{jobs}\n"),
+        "the image holds the summary's count"
+    );
 
     // A builder that does not exist: bad input, nothing built.
     let o = kiln_bx(
