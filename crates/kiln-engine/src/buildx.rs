@@ -190,7 +190,7 @@ pub fn command(
 }
 
 /// A buildx builder to build on, as the user names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BuilderSpec {
     /// The builder's name (`docker buildx ls`); for a docker-driver
     /// builder, its docker context.
@@ -281,12 +281,15 @@ pub struct BuilderFacts {
 /// The buildx driver: one builder.
 pub struct BuildxDriver {
     builder: BuilderSpec,
-    version: Version,
+    /// The buildx version, asked when the first build starts: a run that
+    /// builds nothing starts no buildx process at all.
+    version: tokio::sync::OnceCell<Version>,
     inspected: Inspected,
     engine: crate::local::LocalEngine,
 }
 
-/// Runs the docker CLI with buildx; stdout+stderr on failure.
+/// Runs the docker CLI; its stdout, or stdout+stderr on failure.
+/// `env_clean` removes `DOCKER_HOST` and `DOCKER_CONTEXT`.
 async fn docker_output(
     docker: &std::path::Path,
     args: &[&str],
@@ -311,67 +314,124 @@ async fn docker_output(
     }
 }
 
-impl BuildxDriver {
-    /// Finds the builder and the engine behind it. A missing buildx is an
-    /// environment failure, an unknown builder bad input; both say what
-    /// to do.
-    pub async fn connect(b: &BuilderSpec) -> Result<BuildxDriver, EngineError> {
-        let v = docker_output(&b.docker, &["buildx", "version"], false)
-            .await
-            .map_err(|e| {
+/// What finding a builder learned (its driver and the engine behind it),
+/// kept for the process: preflight and the run connect to the same
+/// builder, and the docker CLI calls are the slow part of a no-op run.
+type Found = (Inspected, String);
+
+fn discovered() -> &'static std::sync::Mutex<std::collections::HashMap<BuilderSpec, Found>> {
+    static MEMO: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<BuilderSpec, Found>>,
+    > = std::sync::OnceLock::new();
+    MEMO.get_or_init(Default::default)
+}
+
+/// `buildx` missing from the docker CLI (its own message for an unknown
+/// command or plugin).
+fn no_buildx(text: &str) -> bool {
+    text.contains("is not a docker command") || text.contains("unknown command")
+}
+
+fn buildx_missing(docker: &std::path::Path, detail: &str) -> EngineError {
+    EngineError::Tool(format!(
+        "buildx is not available ({} buildx: {detail}); install the docker-buildx plugin into $DOCKER_CONFIG/cli-plugins or ~/.docker/cli-plugins (scripts/dev-env up does for its engines)",
+        docker.display()
+    ))
+}
+
+/// Finds the builder: a docker context is a docker-driver builder (buildx
+/// lists every context as one), answered by `docker context inspect`
+/// alone; any other name is asked of `docker buildx inspect`.
+async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
+    if let Some(f) = discovered().lock().ok().and_then(|m| m.get(b).cloned()) {
+        return Ok(f);
+    }
+    let host_of = |context: String| async move {
+        docker_output(
+            &b.docker,
+            &[
+                "context",
+                "inspect",
+                &context,
+                "--format",
+                "{{.Endpoints.docker.Host}}",
+            ],
+            false,
+        )
+        .await
+        .map(|h| h.trim().to_string())
+    };
+    let first = host_of(b.name.clone()).await;
+    if let Err(e) = &first
+        && e.starts_with("cannot run ")
+    {
+        return Err(EngineError::Tool(format!(
+            "{e}; kiln runs buildx through the docker CLI ($KILN_DOCKER, default `docker` on the PATH)"
+        )));
+    }
+    let found = match first {
+        Ok(host) if !host.is_empty() => (
+            Inspected {
+                driver: "docker".into(),
+                endpoint: Some(b.name.clone()),
+            },
+            host,
+        ),
+        _ => {
+            let text = docker_output(&b.docker, &["buildx", "inspect", &b.name], false)
+                .await
+                .map_err(|e| {
+                    if no_buildx(&e) {
+                        buildx_missing(&b.docker, &e)
+                    } else {
+                        EngineError::Input(format!(
+                            "no buildx builder {} ({e}); `docker buildx ls` lists the builders, `docker buildx create` or `docker context create` makes one",
+                            b.name
+                        ))
+                    }
+                })?;
+            let inspected = Inspected::parse(&text).ok_or_else(|| {
                 EngineError::Tool(format!(
-                    "buildx is not available ({}buildx version: {e}); install the docker-buildx plugin into $DOCKER_CONFIG/cli-plugins or ~/.docker/cli-plugins (scripts/dev-env up does for its engines)",
-                    b.docker.display()
-                ))
-            })?;
-        let version = Version::parse(&v).ok_or_else(|| {
-            EngineError::Tool(format!("cannot read the buildx version from {v:?}"))
-        })?;
-        if version < Version::OLDEST {
-            return Err(EngineError::Tool(format!(
-                "buildx {}.{}.{} is too old: kiln hands dependencies over with --build-context, which buildx has from {}.{}; install a newer docker-buildx plugin",
-                version.0,
-                version.1,
-                version.2,
-                Version::OLDEST.0,
-                Version::OLDEST.1
-            )));
-        }
-        let text = docker_output(&b.docker, &["buildx", "inspect", &b.name], false)
-            .await
-            .map_err(|e| {
-                EngineError::Input(format!(
-                    "no buildx builder {} ({e}); `docker buildx ls` lists the builders, `docker buildx create` or `docker context create` makes one",
+                    "cannot read `docker buildx inspect {}`: {text:?}",
                     b.name
                 ))
             })?;
-        let inspected = Inspected::parse(&text).ok_or_else(|| {
-            EngineError::Tool(format!(
-                "cannot read `docker buildx inspect {}`: {text:?}",
-                b.name
-            ))
-        })?;
-        if inspected.driver != "docker" {
-            return Err(EngineError::Input(format!(
-                "buildx builder {} uses the {} driver; kiln's buildx driver builds on docker-driver builders (a docker context per engine) so far, where the images land in the engine kiln hands over from — a builder that keeps no image needs hand-over through the registry only, which is not done yet",
-                b.name, inspected.driver
-            )));
+            if inspected.driver != "docker" {
+                return Err(EngineError::Input(format!(
+                    "buildx builder {} uses the {} driver; kiln's buildx driver builds on docker-driver builders (a docker context per engine) so far, where the images land in the engine kiln hands over from — a builder that keeps no image needs hand-over through the registry only, which is not done yet",
+                    b.name, inspected.driver
+                )));
+            }
+            let context = inspected.endpoint.clone().unwrap_or_else(|| b.name.clone());
+            let host = host_of(context.clone()).await.map_err(|e| {
+                EngineError::Tool(format!(
+                    "buildx builder {} names the docker context {context}, which `docker context inspect` cannot read: {e}",
+                    b.name
+                ))
+            })?;
+            (
+                Inspected {
+                    endpoint: Some(context),
+                    ..inspected
+                },
+                host,
+            )
         }
-        let context = inspected.endpoint.clone().unwrap_or_else(|| b.name.clone());
-        let host = docker_output(
-            &b.docker,
-            &["context", "inspect", &context, "--format", "{{.Endpoints.docker.Host}}"],
-            true,
-        )
-        .await
-        .map_err(|e| {
-            EngineError::Tool(format!(
-                "buildx builder {} names the docker context {context}, which `docker context inspect` cannot read: {e}",
-                b.name
-            ))
-        })?;
+    };
+    if let Ok(mut m) = discovered().lock() {
+        m.insert(b.clone(), found.clone());
+    }
+    Ok(found)
+}
+
+impl BuildxDriver {
+    /// Finds the builder and the engine behind it (no buildx process for a
+    /// docker context). An unknown builder is bad input, a missing buildx
+    /// an environment failure; both say what to do.
+    pub async fn connect(b: &BuilderSpec) -> Result<BuildxDriver, EngineError> {
+        let (inspected, host) = discover(b).await?;
         let engine = crate::local::LocalEngine::connect(crate::spec::Endpoint {
-            host: host.trim().to_string(),
+            host,
             docker_cli: std::env::var_os("KILN_DOCKER_CLI")
                 .map(Into::into)
                 .unwrap_or_else(|| "/usr/bin/docker".into()),
@@ -379,38 +439,61 @@ impl BuildxDriver {
         .await?;
         Ok(BuildxDriver {
             builder: b.clone(),
-            version,
-            inspected: Inspected {
-                endpoint: Some(context),
-                ..inspected
-            },
+            version: tokio::sync::OnceCell::new(),
+            inspected,
             engine,
         })
     }
 
-    /// The buildx version in use.
-    pub fn version(&self) -> Version {
+    /// The buildx version (`docker buildx version`, asked once); a buildx
+    /// that is missing or older than [`Version::OLDEST`] is an error that
+    /// says what to install.
+    pub async fn version(&self) -> Result<Version, EngineError> {
+        let docker = &self.builder.docker;
         self.version
+            .get_or_try_init(|| async {
+                let v = docker_output(docker, &["buildx", "version"], false)
+                    .await
+                    .map_err(|e| buildx_missing(docker, &e))?;
+                let version = Version::parse(&v).ok_or_else(|| {
+                    EngineError::Tool(format!("cannot read the buildx version from {v:?}"))
+                })?;
+                if version < Version::OLDEST {
+                    return Err(EngineError::Tool(format!(
+                        "buildx {}.{}.{} is too old: kiln hands dependencies over with --build-context, which buildx has from {}.{}; install a newer docker-buildx plugin",
+                        version.0,
+                        version.1,
+                        version.2,
+                        Version::OLDEST.0,
+                        Version::OLDEST.1
+                    )));
+                }
+                Ok(version)
+            })
+            .await
+            .copied()
     }
 
     /// What kiln learned of the builder (for `kiln fleet`).
-    pub fn facts(&self) -> BuilderFacts {
-        BuilderFacts {
+    pub async fn facts(&self) -> Result<BuilderFacts, EngineError> {
+        let v = self.version().await?;
+        Ok(BuilderFacts {
             builder: self.builder.name.clone(),
             driver: self.inspected.driver.clone(),
-            buildx: format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
-            progress: self.version.progress(),
+            buildx: format!("{}.{}.{}", v.0, v.1, v.2),
+            progress: v.progress(),
             engine: self.engine.endpoint.host.clone(),
             engine_version: self.engine.version.clone(),
             image_store: match self.engine.image_store {
                 crate::local::ImageStore::Classic => "classic",
                 crate::local::ImageStore::Containerd => "containerd",
             },
-        }
+        })
     }
 
     async fn build_target(&self, req: BuildRequest<'_>) -> BuildOutcome {
         let spec = req.spec;
+        let version = self.version().await?;
         let dir = crate::docker_cli::TempDir::new(&spec.name)?;
         let tmp = dir.path();
         let metadata = tmp.join("metadata.json");
@@ -448,19 +531,23 @@ impl BuildxDriver {
             builder: self.builder.name.clone(),
             docker: self.builder.docker.display().to_string(),
             metadata_file: Some(metadata.display().to_string()),
-            context: self.inspected.endpoint.clone(),
-            progress: self.version.progress().into(),
+            // `default` is the engine DOCKER_HOST names: no --context, and
+            // buildx's own default builder.
+            context: self.inspected.endpoint.clone().filter(|c| c != "default"),
+            progress: version.progress().into(),
             implicit_secrets: implicit,
             extra_tags: if pushes { Vec::new() } else { vec![build_tag] },
         };
         // buildx runs in the context directory; paths are shown from there.
         let argv = command(&spec_run, &policy, req.hand_over, &opts, &spec.context);
-        let mut child = tokio::process::Command::new(&argv[0])
-            .args(&argv[1..])
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..])
             .current_dir(&spec.context)
-            .env_remove("DOCKER_HOST")
-            .env_remove("DOCKER_CONTEXT")
-            .env_remove("BUILDX_BUILDER")
+            .env_remove("BUILDX_BUILDER");
+        if opts.context.is_some() {
+            cmd.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
+        }
+        let mut child = cmd
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -471,7 +558,7 @@ impl BuildxDriver {
         let mut tracker = crate::steps::StepTracker::new(&spec.name);
         let mut raw = crate::steps::RawJsonParser::default();
         let mut plain = crate::steps::PlainParser::default();
-        let mut tail: Vec<String> = Vec::new();
+        let mut tail = crate::steps::ClientTail::default();
         let rawjson = opts.progress == "rawjson";
         if let Some(err) = child.stderr.take() {
             use tokio::io::AsyncBufReadExt;
@@ -491,9 +578,6 @@ impl BuildxDriver {
                     vec![line]
                 };
                 for t in texts {
-                    if tail.len() == 40 {
-                        tail.remove(0);
-                    }
                     tail.push(t);
                 }
             }
@@ -508,19 +592,9 @@ impl BuildxDriver {
             .and_then(|b| serde_json::from_slice(&b).ok());
         drop(dir);
         if !status.success() {
-            let (step, message, log_tail) = match tracker.failure() {
-                Some((s, m, logs)) => (Some(s), m, logs),
-                None => {
-                    let last = tail
-                        .iter()
-                        .rev()
-                        .find(|l| l.starts_with("ERROR"))
-                        .or_else(|| tail.iter().rev().find(|l| !l.trim().is_empty()))
-                        .cloned()
-                        .unwrap_or_else(|| format!("docker buildx build exited with {status}"));
-                    (None, last, tail.clone())
-                }
-            };
+            let (step, message, log_tail) = tail.failure(&tracker, || {
+                format!("docker buildx build exited with {status}")
+            });
             let failed = Failed {
                 message,
                 step,
@@ -578,14 +652,7 @@ impl crate::driver::Driver for BuildxDriver {
                     s.name
                 )));
             }
-            for (name, c) in &s.contexts {
-                if let ContextSource::Local { path } = c {
-                    return Err(EngineError::Input(format!(
-                        "target {}: named context {name} = {path:?} is a local directory, which kiln's content key does not cover yet; only target: and docker-image:// contexts are handed over",
-                        s.name
-                    )));
-                }
-            }
+            crate::driver::refuse_local_contexts(s, "kiln's content key does not cover it yet")?;
         }
         Ok(())
     }

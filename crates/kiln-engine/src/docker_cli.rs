@@ -161,16 +161,13 @@ pub async fn build(
         })?;
     let mut tracker = StepTracker::new(&spec.name);
     let mut parser = PlainParser::default();
-    let mut tail: Vec<String> = Vec::new();
+    let mut tail = crate::steps::ClientTail::default();
     if let Some(err) = child.stderr.take() {
         let mut lines = BufReader::new(err).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             log.line(&line);
             for e in parser.line(&mut tracker, &line) {
                 reporter.event(&e);
-            }
-            if tail.len() == 40 {
-                tail.remove(0);
             }
             tail.push(line);
         }
@@ -190,18 +187,8 @@ pub async fn build(
             cache: tracker.cache_ops(),
         })),
         _ => {
-            let (step, message, log_tail) = match tracker.failure() {
-                Some((s, m, logs)) => (Some(s), m, logs),
-                None => {
-                    let last = tail
-                        .iter()
-                        .rev()
-                        .find(|l| !l.trim().is_empty())
-                        .cloned()
-                        .unwrap_or_else(|| format!("docker build exited with {status}"));
-                    (None, last, tail.clone())
-                }
-            };
+            let (step, message, log_tail) =
+                tail.failure(&tracker, || format!("docker build exited with {status}"));
             if message.contains("Cannot connect to the Docker daemon") {
                 return Err(EngineError::Unreachable {
                     endpoint: endpoint.host.clone(),

@@ -110,13 +110,20 @@ pub(crate) fn check_engine_specs(
                 s.name, engine.platform
             )));
         }
-        for (name, c) in &s.contexts {
-            if let ContextSource::Local { path } = c {
-                return Err(EngineError::Input(format!(
-                    "target {}: named context {name} = {path:?} is a local directory; the local engine's BuildKit has no named contexts, so only target: and docker-image:// contexts can be handed over",
-                    s.name
-                )));
-            }
+        refuse_local_contexts(s, "the local engine's BuildKit has no named contexts")?;
+    }
+    Ok(())
+}
+
+/// Refuses a local-directory named context (`why`: what stops this
+/// driver from handing it over).
+pub(crate) fn refuse_local_contexts(s: &BuildSpec, why: &str) -> Result<(), EngineError> {
+    for (name, c) in &s.contexts {
+        if let ContextSource::Local { path } = c {
+            return Err(EngineError::Input(format!(
+                "target {}: named context {name} = {path:?} is a local directory, and {why}; only target: and docker-image:// contexts are handed over",
+                s.name
+            )));
         }
     }
     Ok(())

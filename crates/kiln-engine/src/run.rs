@@ -611,7 +611,12 @@ pub async fn run(
                 r.steps = f.steps;
                 r.cache = f.cache;
             }
-            Err(e @ (EngineError::Unreachable { .. } | EngineError::Store(_))) => return Err(e),
+            Err(
+                e
+                @ (EngineError::Unreachable { .. } | EngineError::Store(_) | EngineError::Tool(_)),
+            ) => {
+                return Err(e);
+            }
             Err(e) => r.error = Some(e.to_string()),
         }
         if r.status == TargetStatus::Failed && fail_fast {

@@ -224,6 +224,44 @@ impl StepTracker {
     }
 }
 
+/// The last lines a build client printed, and what failed when the client
+/// exited non-zero: the failing step from the tracker, else the client's
+/// last `ERROR` line, else its last line.
+#[derive(Debug, Default)]
+pub(crate) struct ClientTail(VecDeque<String>);
+
+impl ClientTail {
+    const LINES: usize = 40;
+
+    pub(crate) fn push(&mut self, line: String) {
+        if self.0.len() == Self::LINES {
+            self.0.pop_front();
+        }
+        self.0.push_back(line);
+    }
+
+    /// `(failing step, message, log tail)`; `fallback` when the client
+    /// printed nothing at all.
+    pub(crate) fn failure(
+        &self,
+        tracker: &StepTracker,
+        fallback: impl FnOnce() -> String,
+    ) -> (Option<String>, String, Vec<String>) {
+        if let Some((s, m, logs)) = tracker.failure() {
+            return (Some(s), m, logs);
+        }
+        let last = self
+            .0
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("ERROR"))
+            .or_else(|| self.0.iter().rev().find(|l| !l.trim().is_empty()))
+            .cloned()
+            .unwrap_or_else(fallback);
+        (None, last, self.0.iter().cloned().collect())
+    }
+}
+
 /// A layer-cache import or export as BuildKit reported it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct CacheOp {

@@ -17,17 +17,9 @@ use common::e2e::*;
 /// engine, from `scripts/dev-env env`; `None` (after saying so) on the
 /// legacy engine.
 fn buildx_env() -> Option<(String, String)> {
-    let out = Command::new(repo().join("scripts/dev-env"))
-        .arg("env")
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")).map(String::from))
-    };
-    match (get("DOCKER_CONFIG"), get("KILN_BUILDER")) {
-        (Some(c), Some(b)) => Some((c, b)),
+    let vars = dev_env().1;
+    match (vars.get("DOCKER_CONFIG"), vars.get("KILN_BUILDER")) {
+        (Some(c), Some(b)) => Some((c.clone(), b.clone())),
         _ => {
             eprintln!("skipped: the engine is the legacy one, which has no buildx");
             None
@@ -306,13 +298,48 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
     let err = stderr_of(&o);
     assert!(err.contains("no buildx builder no-such-builder"), "{err}");
     assert!(err.contains("docker buildx ls"), "{err}");
-    // buildx missing: an environment failure that says what to install.
+    // buildx missing: a run that builds nothing never starts buildx, so
+    // it does not notice; one that builds is an environment failure that
+    // says what to install.
+    // (A DOCKER_CONFIG with the docker contexts and no cli-plugins.)
+    let bare = dir.join("config-without-buildx");
+    std::fs::create_dir_all(&bare).unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(Path::new(&config).join("contexts"))
+        .arg(&bare)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let bare = bare.to_str().unwrap();
+    let no_buildx: [(&str, &str); 0] = [];
     let o = kiln_bx(
         &dir,
         &host,
-        &config,
-        &["build", "--driver", "buildx", vars[0], vars[1]],
-        &[("KILN_DOCKER", "/nonexistent/docker")],
+        bare,
+        &[
+            "build", "--driver", "buildx", "--format", "json", vars[0], vars[1], vars[2], vars[3],
+        ],
+        &no_buildx,
+    );
+    ok(&o);
+    assert!(
+        summary(&o)["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["status"] == "skipped"),
+        "{}",
+        stderr_of(&o)
+    );
+    let o = kiln_bx(
+        &dir,
+        &host,
+        bare,
+        &[
+            "build", "--driver", "buildx", "--force", vars[0], vars[1], vars[2], vars[3],
+        ],
+        &no_buildx,
     );
     assert_eq!(o.status.code(), Some(3), "{}", stderr_of(&o));
     assert!(

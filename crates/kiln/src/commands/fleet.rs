@@ -60,7 +60,7 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                                 Some(&raw),
                             ))
                             .await?;
-                            let facts = d.facts();
+                            let facts = d.facts().await?;
                             (kiln_engine::driver::Driver::engine(&d).clone(), Some(facts))
                         }
                     };

@@ -90,21 +90,30 @@ pub mod e2e {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
     }
 
-    /// `(DOCKER_HOST, KILN_REGISTRY)` from the dev environment, if it is up.
-    pub fn engine() -> Option<(String, String)> {
-        let out = Command::new(repo().join("scripts/dev-env"))
+    /// The lines `scripts/dev-env env` prints (`NAME` → value), and
+    /// whether it succeeded (the environment is up).
+    pub fn dev_env() -> (bool, BTreeMap<String, String>) {
+        let Ok(out) = Command::new(repo().join("scripts/dev-env"))
             .arg("env")
             .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}=")).map(String::from))
+        else {
+            return (false, BTreeMap::new());
         };
+        let vars = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (out.status.success(), vars)
+    }
+
+    /// `(DOCKER_HOST, KILN_REGISTRY)` from the dev environment, if it is up.
+    pub fn engine() -> Option<(String, String)> {
+        let (up, vars) = dev_env();
         match (
-            out.status.success(),
-            get("DOCKER_HOST"),
-            get("KILN_REGISTRY"),
+            up,
+            vars.get("DOCKER_HOST").cloned(),
+            vars.get("KILN_REGISTRY").cloned(),
         ) {
             (true, Some(h), Some(r)) => Some((h, r)),
             _ => {
@@ -263,16 +272,9 @@ pub mod e2e {
     }
 
     /// The fleet file the dev environment wrote (`KILN_FLEET`), or with
-    /// `buildx` the same nodes as buildx builders (`KILN_FLEET_BUILDX`).
+    /// `KILN_FLEET_BUILDX` the same nodes as buildx builders.
     pub fn fleet_file_of(var: &str) -> Option<String> {
-        let out = Command::new(repo().join("scripts/dev-env"))
-            .arg("env")
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let found = text
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{var}=")).map(String::from));
+        let found = dev_env().1.get(var).cloned();
         if found.is_none() {
             assert!(
                 std::env::var("KILN_E2E").as_deref() != Ok("1"),
