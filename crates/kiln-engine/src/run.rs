@@ -1041,7 +1041,21 @@ async fn adopt(
     let mut pushed = Vec::new();
     if spec.push {
         for t in &spec.tags {
-            let digest = node.engine.push(t).await?;
+            // A tag the registry already has at the recorded digest needs
+            // no push: nothing moves, and on the containerd image store an
+            // image that BuildKit only read (a named context) may lack
+            // blobs that a push would need ("missing content").
+            let current = match (node.resolver.registry(), &rec.digest) {
+                (Some(r), Some(d)) => match r.resolve(t).await {
+                    Ok(crate::registry::Resolution::Found(have)) if &have == d => Some(have),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let digest = match current {
+                Some(d) => d,
+                None => node.engine.push(t).await?,
+            };
             sh.reporter.event(&Event::Pushed {
                 target: spec.name.clone(),
                 reference: t.clone(),
