@@ -189,6 +189,20 @@ pub fn command(
     a
 }
 
+/// The policy of a spec given none (a build outside `kiln build`'s cache
+/// policy): no import, no export.
+fn no_cache_policy() -> CachePolicy {
+    CachePolicy {
+        driver: kiln_plan::cache::Driver::Buildx,
+        platform: "native".into(),
+        stable_ref: None,
+        from: Vec::new(),
+        to: Vec::new(),
+        inline: false,
+        notices: Vec::new(),
+    }
+}
+
 /// A buildx builder to build on, as the user names it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BuilderSpec {
@@ -518,15 +532,7 @@ impl BuildxDriver {
         } else {
             build_tag.clone()
         };
-        let policy = spec.buildx_cache.clone().unwrap_or_else(|| CachePolicy {
-            driver: kiln_plan::cache::Driver::Buildx,
-            platform: "native".into(),
-            stable_ref: None,
-            from: Vec::new(),
-            to: Vec::new(),
-            inline: false,
-            notices: Vec::new(),
-        });
+        let policy = spec.buildx_cache.clone().unwrap_or_else(no_cache_policy);
         let opts = BuildxOptions {
             builder: self.builder.name.clone(),
             docker: self.builder.docker.display().to_string(),
@@ -794,15 +800,7 @@ mod tests {
         };
         let argv = command(
             &BuildSpec { push: false, ..s },
-            &CachePolicy {
-                driver: Driver::Buildx,
-                platform: "native".into(),
-                stable_ref: None,
-                from: Vec::new(),
-                to: Vec::new(),
-                inline: false,
-                notices: Vec::new(),
-            },
+            &no_cache_policy(),
             &[(
                 "reg:5000/base:1".to_string(),
                 "kiln.local/base:abcd".to_string(),

@@ -158,13 +158,6 @@ impl LocalEngine {
         crate::identity::from_inspect(&i)
     }
 
-    /// The engine's own id of the image `reference` names (its config
-    /// digest on the classic store, its manifest digest on the containerd
-    /// store): only for talking to this engine.
-    pub async fn engine_id(&self, reference: &str) -> Option<String> {
-        self.docker.inspect_image(reference).await.ok()?.id
-    }
-
     /// Tags `image` as `reference` (`repo[:tag]`).
     pub async fn tag(&self, image: &str, reference: &str) -> Result<(), EngineError> {
         let (repo, tag) = split_reference(reference);

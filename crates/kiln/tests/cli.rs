@@ -375,6 +375,42 @@ fn fleet_build_refuses_an_untagged_target() {
     assert!(e.contains("--set app.tags="), "{e}");
 }
 
+/// With --driver buildx, a fleet node given as an engine address is
+/// refused before anything starts, saying how to name a builder.
+#[test]
+fn buildx_fleet_refuses_an_engine_address_node() {
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"app\" { tags = [\"r/app:1\"] }\n",
+        ),
+        ("Dockerfile", "FROM scratch\n"),
+        (
+            "fleet.toml",
+            "[[node]]\nname = \"b1\"\nendpoint = \"kiln-node1\"\ncores = 2\nmemory_gb = 4\nlink_mbps = 100\n\n[[node]]\nname = \"n1\"\nendpoint = \"unix:///nonexistent/kiln.sock\"\ncores = 2\nmemory_gb = 4\nlink_mbps = 100\n",
+        ),
+    ]);
+    let o = kiln(
+        &dir,
+        &[
+            "build",
+            "--driver",
+            "buildx",
+            "--fleet",
+            "fleet.toml",
+            "app",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("node n1: --driver buildx builds through buildx builders"),
+        "{e}"
+    );
+    assert!(e.contains("unix:///nonexistent/kiln.sock"), "{e}");
+    assert!(e.contains("KILN_FLEET_BUILDX"), "{e}");
+}
+
 /// `kiln fleet` with no node answering: each is listed as down with the
 /// reason, and the exit code says infrastructure (3).
 #[test]

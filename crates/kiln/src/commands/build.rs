@@ -216,24 +216,44 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         )));
     }
     let buildx = s.driver == crate::cli::DriverKind::Buildx;
+    let (nodes, placement, eligible) = match &s.fleet {
+        Some(f) => fleet_plan(f, s.costs.as_deref(), &s.bake.cwd, &s.store.history, &specs)?,
+        None => Default::default(),
+    };
+    // A fleet node's endpoint says how it builds (an engine address, or a
+    // buildx builder's name); --driver buildx asks for builders only.
+    if buildx && let Some(n) = nodes.iter().find(|n| n.builder.is_none()) {
+        return Err(CliError::usage(format!(
+            "node {}: --driver buildx builds through buildx builders, but its endpoint {} is a Docker engine address",
+            n.name, n.endpoint.host
+        ))
+        .with_hint("name the node's buildx builder (e.g. its docker context) as its endpoint, as scripts/dev-env writes in KILN_FLEET_BUILDX, or drop --driver buildx to build on the engines"));
+    }
+    let (uses_buildx, uses_engine) = if s.fleet.is_some() {
+        (
+            nodes.iter().any(|n| n.builder.is_some()),
+            nodes.iter().any(|n| n.builder.is_none()),
+        )
+    } else {
+        (buildx, !buildx)
+    };
+    // Each driver reads its own policy fields, so a fleet of both kinds
+    // gets both.
     let mut notices = std::collections::BTreeSet::new();
     for spec in &mut specs {
-        if buildx {
+        if uses_buildx {
             apply_buildx_cache(spec, &planned, &s.cache);
-            continue;
         }
-        let n = apply_local_cache(spec, &planned, &s.cache);
-        if spec.push {
-            notices.extend(n);
+        if uses_engine {
+            let n = apply_local_cache(spec, &planned, &s.cache);
+            if spec.push {
+                notices.extend(n);
+            }
         }
     }
     for n in &notices {
         eprintln!("note: {n}");
     }
-    let (nodes, placement, eligible) = match &s.fleet {
-        Some(f) => fleet_plan(f, s.costs.as_deref(), &s.bake.cwd, &s.store.history, &specs)?,
-        None => Default::default(),
-    };
     // Preflight: nothing starts while an input the run cannot build is
     // missing. (Without an engine the run itself reports it unreachable.)
     // A fleet run checks every node that may build a target needing it.

@@ -43,8 +43,13 @@ pub fn fleet_plan(
         // An endpoint that is not an engine address names a buildx builder.
         let (endpoint, builder) = match endpoint(&n.endpoint, cwd) {
             Some(e) => (e, None),
+            // Its engine is found from the builder when the run connects;
+            // until then the builder's name stands for it in messages.
             None => (
-                endpoint("unix:///var/run/docker.sock", cwd).expect("a unix endpoint"),
+                kiln_engine::Endpoint {
+                    host: format!("buildx builder {}", n.endpoint),
+                    docker_cli: "/usr/bin/docker".into(),
+                },
                 Some(builder_spec(Some(&n.endpoint))),
             ),
         };
