@@ -251,17 +251,24 @@ impl Version {
 }
 
 /// What `docker buildx inspect NAME` says of a builder.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Inspected {
     /// `docker`, `docker-container`, `remote`, `kubernetes`.
     pub driver: String,
     /// The first node's endpoint (for the docker driver: its context).
     pub endpoint: Option<String>,
+    /// The first node's status (`running`, `inactive`, `stopped`, ...).
+    pub status: Option<String>,
+    /// The first node's BuildKit version, when buildx could ask it.
+    pub buildkit: Option<String>,
+    /// The first node's platforms, the native one first.
+    pub platforms: Vec<String>,
 }
 
 impl Inspected {
     /// From the text of `docker buildx inspect` (documented fields
-    /// `Driver:` and, per node, `Endpoint:`).
+    /// `Driver:` and, per node, `Endpoint:`, `Status:`, `BuildKit
+    /// version:` (`Buildkit:` before buildx 0.11), `Platforms:`).
     pub fn parse(text: &str) -> Option<Inspected> {
         let field = |k: &str| {
             text.lines().find_map(|l| {
@@ -269,10 +276,32 @@ impl Inspected {
                 (a.trim() == k).then(|| b.trim().to_string())
             })
         };
+        let platforms = field("Platforms")
+            .map(|p| {
+                p.split(',')
+                    .map(|x| x.trim().trim_end_matches('*').to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(Inspected {
             driver: field("Driver")?,
             endpoint: field("Endpoint").filter(|e| !e.is_empty()),
+            status: field("Status").filter(|e| !e.is_empty()),
+            buildkit: field("BuildKit version")
+                .or_else(|| field("Buildkit"))
+                .filter(|e| !e.is_empty()),
+            platforms,
         })
+    }
+
+    /// Whether the builder's images land in a Docker engine's image store
+    /// kiln can read: only the docker driver's. Every other driver
+    /// (docker-container, remote, kubernetes, and any later one) keeps
+    /// what it builds in its own BuildKit, so kiln hands over, skips and
+    /// identifies through the registry alone.
+    pub fn keeps_images(&self) -> bool {
+        self.driver == "docker"
     }
 }
 
@@ -286,10 +315,18 @@ pub struct BuilderFacts {
     pub buildx: String,
     /// The progress format kiln reads from it.
     pub progress: &'static str,
-    /// The engine behind the builder, its version and image store.
+    /// The engine behind the builder (a docker-driver builder), or `none`
+    /// for a builder that keeps no image store.
     pub engine: String,
+    /// The engine's version, or the builder's BuildKit version.
     pub engine_version: String,
+    /// `classic`, `containerd`, or `none` (registry only).
     pub image_store: &'static str,
+    /// How kiln hands images to and from it: `engine` (unique local tags
+    /// on the same engine) or `registry` (by digest only).
+    pub hand_over: &'static str,
+    /// The builder's platforms, native first.
+    pub platforms: Vec<String>,
 }
 
 /// The buildx driver: one builder.
@@ -299,7 +336,12 @@ pub struct BuildxDriver {
     /// builds nothing starts no buildx process at all.
     version: tokio::sync::OnceCell<Version>,
     inspected: Inspected,
-    engine: crate::local::LocalEngine,
+    /// The engine whose image store holds what the builder builds (a
+    /// docker-driver builder); `None` for a builder that keeps no image
+    /// store, whose every build is pushed and read back from the registry.
+    engine: Option<crate::local::LocalEngine>,
+    /// Reads what a registry-only builder pushed.
+    registry: crate::registry::Registry,
 }
 
 /// Runs the docker CLI; its stdout, or stdout+stderr on failure.
@@ -328,10 +370,11 @@ async fn docker_output(
     }
 }
 
-/// What finding a builder learned (its driver and the engine behind it),
-/// kept for the process: preflight and the run connect to the same
-/// builder, and the docker CLI calls are the slow part of a no-op run.
-type Found = (Inspected, String);
+/// What finding a builder learned (its driver and the engine behind it,
+/// if its images land in one), kept for the process: preflight and the
+/// run connect to the same builder, and the docker CLI calls are the slow
+/// part of a no-op run.
+type Found = (Inspected, Option<String>);
 
 fn discovered() -> &'static std::sync::Mutex<std::collections::HashMap<BuilderSpec, Found>> {
     static MEMO: std::sync::OnceLock<
@@ -388,8 +431,9 @@ async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
             Inspected {
                 driver: "docker".into(),
                 endpoint: Some(b.name.clone()),
+                ..Inspected::default()
             },
-            host,
+            Some(host),
         ),
         _ => {
             let text = docker_output(&b.docker, &["buildx", "inspect", &b.name], false)
@@ -410,11 +454,10 @@ async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
                     b.name
                 ))
             })?;
-            if inspected.driver != "docker" {
-                return Err(EngineError::Input(format!(
-                    "buildx builder {} uses the {} driver; kiln's buildx driver builds on docker-driver builders (a docker context per engine) so far, where the images land in the engine kiln hands over from — a builder that keeps no image needs hand-over through the registry only, which is not done yet",
-                    b.name, inspected.driver
-                )));
+            if !inspected.keeps_images() {
+                // Its endpoint is a BuildKit address (or the engine a
+                // builder container runs on), never where its images are.
+                return Ok(remember(b, (inspected, None)));
             }
             let context = inspected.endpoint.clone().unwrap_or_else(|| b.name.clone());
             let host = host_of(context.clone()).await.map_err(|e| {
@@ -428,14 +471,18 @@ async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
                     endpoint: Some(context),
                     ..inspected
                 },
-                host,
+                Some(host),
             )
         }
     };
+    Ok(remember(b, found))
+}
+
+fn remember(b: &BuilderSpec, found: Found) -> Found {
     if let Ok(mut m) = discovered().lock() {
         m.insert(b.clone(), found.clone());
     }
-    Ok(found)
+    found
 }
 
 impl BuildxDriver {
@@ -444,18 +491,89 @@ impl BuildxDriver {
     /// an environment failure; both say what to do.
     pub async fn connect(b: &BuilderSpec) -> Result<BuildxDriver, EngineError> {
         let (inspected, host) = discover(b).await?;
-        let engine = crate::local::LocalEngine::connect(crate::spec::Endpoint {
-            host,
-            docker_cli: std::env::var_os("KILN_DOCKER_CLI")
-                .map(Into::into)
-                .unwrap_or_else(|| "/usr/bin/docker".into()),
-        })
-        .await?;
+        let engine = match host {
+            Some(host) => Some(
+                crate::local::LocalEngine::connect(crate::spec::Endpoint {
+                    host,
+                    docker_cli: std::env::var_os("KILN_DOCKER_CLI")
+                        .map(Into::into)
+                        .unwrap_or_else(|| "/usr/bin/docker".into()),
+                })
+                .await?,
+            ),
+            None => None,
+        };
+        let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30))
+            .map_err(|e| EngineError::Tool(e.to_string()))?;
         Ok(BuildxDriver {
             builder: b.clone(),
             version: tokio::sync::OnceCell::new(),
             inspected,
             engine,
+            registry,
+        })
+    }
+
+    /// Whether the builder's images land in an engine kiln reads.
+    pub fn keeps_images(&self) -> bool {
+        self.engine.is_some()
+    }
+
+    /// Whether the builder still answers: its engine does (docker
+    /// driver), or `docker buildx inspect` reaches its BuildKit and says
+    /// it runs.
+    pub async fn answers(&self) -> bool {
+        if let Some(e) = &self.engine {
+            return e.answers().await;
+        }
+        match docker_output(
+            &self.builder.docker,
+            &["buildx", "inspect", &self.builder.name],
+            false,
+        )
+        .await
+        {
+            Ok(text) => Inspected::parse(&text)
+                .and_then(|i| i.status)
+                .is_some_and(|s| s == "running"),
+            Err(_) => false,
+        }
+    }
+
+    /// The platform the builder builds by default (its first).
+    pub fn native_platform(&self) -> String {
+        match &self.engine {
+            Some(e) => e.platform.clone(),
+            None => self
+                .inspected
+                .platforms
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "linux/amd64".into()),
+        }
+    }
+
+    /// Points `to` at the image `from` (`repo@digest`) in the registry,
+    /// without pulling it anywhere: `docker buildx imagetools create`.
+    pub async fn retag(&self, from: &str, to: &str) -> Result<(), EngineError> {
+        docker_output(
+            &self.builder.docker,
+            &[
+                "buildx",
+                "imagetools",
+                "create",
+                "--builder",
+                &self.builder.name,
+                "--tag",
+                to,
+                from,
+            ],
+            false,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            EngineError::Build(format!("cannot point {to} at {from} in the registry ({e})"))
         })
     }
 
@@ -491,17 +609,41 @@ impl BuildxDriver {
     /// What kiln learned of the builder (for `kiln fleet`).
     pub async fn facts(&self) -> Result<BuilderFacts, EngineError> {
         let v = self.version().await?;
+        let (engine, engine_version, image_store, platforms) = match &self.engine {
+            Some(e) => (
+                e.endpoint.host.clone(),
+                e.version.clone(),
+                match e.image_store {
+                    crate::local::ImageStore::Classic => "classic",
+                    crate::local::ImageStore::Containerd => "containerd",
+                },
+                vec![e.platform.clone()],
+            ),
+            None => (
+                "none".into(),
+                self.inspected
+                    .buildkit
+                    .clone()
+                    .map(|b| format!("BuildKit {b}"))
+                    .unwrap_or_else(|| "BuildKit (version not reported)".into()),
+                "none",
+                self.inspected.platforms.clone(),
+            ),
+        };
         Ok(BuilderFacts {
             builder: self.builder.name.clone(),
             driver: self.inspected.driver.clone(),
             buildx: format!("{}.{}.{}", v.0, v.1, v.2),
             progress: v.progress(),
-            engine: self.engine.endpoint.host.clone(),
-            engine_version: self.engine.version.clone(),
-            image_store: match self.engine.image_store {
-                crate::local::ImageStore::Classic => "classic",
-                crate::local::ImageStore::Containerd => "containerd",
+            engine,
+            engine_version,
+            image_store,
+            hand_over: if self.engine.is_some() {
+                "engine"
+            } else {
+                "registry"
             },
+            platforms,
         })
     }
 
@@ -523,6 +665,13 @@ impl BuildxDriver {
             None => Vec::new(),
         };
         let pushes = spec.push && !spec.tags.is_empty();
+        if self.engine.is_none() && !pushes {
+            return Err(EngineError::Input(registry_only_needs_push(
+                &self.builder.name,
+                &self.inspected.driver,
+                &spec.name,
+            )));
+        }
         // Nothing pushed: the image is named by the per-run tag in the
         // engine; pushed: by its first tag (a kiln.local/ tag cannot be
         // pushed).
@@ -539,7 +688,13 @@ impl BuildxDriver {
             metadata_file: Some(metadata.display().to_string()),
             // `default` is the engine DOCKER_HOST names: no --context, and
             // buildx's own default builder.
-            context: self.inspected.endpoint.clone().filter(|c| c != "default"),
+            // buildx's own default builder. Other drivers' endpoints are
+            // BuildKit addresses, named by --builder.
+            context: self
+                .inspected
+                .endpoint
+                .clone()
+                .filter(|c| c != "default" && self.inspected.keeps_images()),
             progress: version.progress().into(),
             implicit_secrets: implicit,
             extra_tags: if pushes { Vec::new() } else { vec![build_tag] },
@@ -608,7 +763,8 @@ impl BuildxDriver {
                 steps: tracker.counts(),
                 cache: tracker.cache_ops(),
             };
-            return crate::driver::lost_or_failed(&self.engine, spec, failed).await;
+            let alive = self.answers().await;
+            return crate::driver::lost_or_failed(alive, &self.describe(), spec, failed);
         }
         let digest = meta
             .as_ref()
@@ -627,21 +783,105 @@ impl BuildxDriver {
             steps: tracker.counts(),
             cache: tracker.cache_ops(),
         };
-        crate::driver::finish(
-            &self.engine,
-            spec,
-            &local,
-            built,
-            digest.filter(|_| pushes),
-            req.reporter,
+        match &self.engine {
+            Some(engine) => {
+                crate::driver::finish(
+                    engine,
+                    spec,
+                    &local,
+                    built,
+                    digest.filter(|_| pushes),
+                    req.reporter,
+                )
+                .await
+            }
+            None => {
+                let digest = digest.unwrap_or_default();
+                self.finish_in_registry(spec, built, &digest, req.reporter)
+                    .await
+            }
+        }
+    }
+
+    /// After a build on a builder that keeps no image: its identity read
+    /// from the config blob of what it pushed (`repo@digest`), every tag
+    /// reported as pushed at that digest (buildx pushes them all).
+    async fn finish_in_registry(
+        &self,
+        spec: &BuildSpec,
+        mut built: crate::local::Built,
+        digest: &str,
+        reporter: &dyn crate::events::Reporter,
+    ) -> BuildOutcome {
+        let at = format!("{}@{digest}", kiln_plan::repository_name(&spec.tags[0]));
+        let platform = spec
+            .platforms
+            .first()
+            .cloned()
+            .unwrap_or_else(|| self.native_platform());
+        built.image_id = match self.registry.identity(&at, &platform).await {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                return Err(EngineError::Build(format!(
+                    "target {}: buildx pushed {at}, but the registry holds no {platform} image config there to identify it by",
+                    spec.name
+                )));
+            }
+            Err(e) => {
+                return Err(EngineError::Build(format!(
+                    "target {}: buildx pushed {at}, but reading it back failed ({e})",
+                    spec.name
+                )));
+            }
+        };
+        let mut pushed = Vec::new();
+        for t in &spec.tags {
+            reporter.event(&crate::events::Event::Pushed {
+                target: spec.name.clone(),
+                reference: t.clone(),
+                digest: digest.to_string(),
+            });
+            pushed.push((t.clone(), digest.to_string()));
+        }
+        Ok(Ok((built, pushed)))
+    }
+
+    /// How messages name this builder.
+    pub fn describe(&self) -> String {
+        format!(
+            "buildx builder {} ({} driver)",
+            self.builder.name, self.inspected.driver
         )
-        .await
     }
 }
 
+/// Why a target that does not push cannot be built on a builder that keeps
+/// no image store, and what to do.
+pub(crate) fn registry_only_needs_push(builder: &str, driver: &str, target: &str) -> String {
+    format!(
+        "target {target}: buildx builder {builder} ({driver} driver) keeps no image store kiln can read, so every image it builds is handed over and kept in a registry; give {target} a tag in a registry and run with --push (or set push on its output), or build on a docker-driver builder"
+    )
+}
+
 impl crate::driver::Driver for BuildxDriver {
-    fn engine(&self) -> &crate::local::LocalEngine {
-        &self.engine
+    fn engine(&self) -> Option<&crate::local::LocalEngine> {
+        self.engine.as_ref()
+    }
+
+    fn platform(&self) -> String {
+        self.native_platform()
+    }
+
+    fn describe(&self) -> String {
+        BuildxDriver::describe(self)
+    }
+
+    fn retag<'a>(
+        &'a self,
+        from: &'a str,
+        to: &'a str,
+    ) -> futures_util::future::BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(BuildxDriver::retag(self, from, to))
     }
 
     fn kind(&self, _spec: &BuildSpec, _jobs_secret: bool) -> &'static str {
@@ -659,6 +899,13 @@ impl crate::driver::Driver for BuildxDriver {
                 )));
             }
             crate::driver::refuse_local_contexts(s, "kiln's content key does not cover it yet")?;
+            if self.engine.is_none() && (!s.push || s.tags.is_empty()) {
+                return Err(EngineError::Input(registry_only_needs_push(
+                    &self.builder.name,
+                    &self.inspected.driver,
+                    &s.name,
+                )));
+            }
         }
         Ok(())
     }
@@ -773,9 +1020,27 @@ mod tests {
             Inspected::parse(docker),
             Some(Inspected {
                 driver: "docker".into(),
-                endpoint: Some("kiln".into())
+                endpoint: Some("kiln".into()),
+                status: Some("running".into()),
+                buildkit: Some("v0.0.0+unknown".into()),
+                platforms: vec!["linux/amd64".into()],
             })
         );
+        assert!(Inspected::parse(docker).unwrap().keeps_images());
+        let remote = "Name:          kiln-remote\nDriver:        remote\nLast Activity: 2026-12-02 03:02:37 +0000 UTC\n\nNodes:\nName:             kiln-remote0\nEndpoint:         unix:///w/.kiln/dev-env/buildkit.sock\nStatus:           running\nBuildKit version: v0.13.2\nPlatforms:        linux/amd64*, linux/amd64/v2, linux/amd64/v3\nLabels:\n org.mobyproject.buildkit.worker.executor:             containerd\n";
+        let r = Inspected::parse(remote).unwrap();
+        assert_eq!(r.driver, "remote");
+        assert!(!r.keeps_images());
+        assert_eq!(r.buildkit.as_deref(), Some("v0.13.2"));
+        assert_eq!(
+            r.platforms,
+            ["linux/amd64", "linux/amd64/v2", "linux/amd64/v3"]
+        );
+        // buildx before 0.11 printed `Buildkit:`.
+        let old = "Name: b\nDriver: docker-container\n\nNodes:\nName: b0\nEndpoint: unix:///var/run/docker.sock\nStatus: running\nBuildkit: v0.10.6\nPlatforms: linux/arm64\n";
+        let o = Inspected::parse(old).unwrap();
+        assert_eq!(o.buildkit.as_deref(), Some("v0.10.6"));
+        assert!(!o.keeps_images());
         let container = "Name:   ci\nDriver: docker-container\n\nNodes:\nName:      ci0\nEndpoint:  unix:///var/run/docker.sock\nStatus:    inactive\n";
         assert_eq!(
             Inspected::parse(container).unwrap().driver,

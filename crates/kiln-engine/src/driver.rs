@@ -48,8 +48,24 @@ pub struct BuildRequest<'a> {
 pub trait Driver: Send + Sync {
     /// The engine whose image store holds what this driver builds: keys
     /// resolve base images there, skips look for recorded images there,
-    /// and hand-over on the same node uses its unique tags.
-    fn engine(&self) -> &LocalEngine;
+    /// and hand-over on the same node uses its unique tags. `None` for a
+    /// builder that keeps no image store (buildx's docker-container,
+    /// remote and kubernetes drivers): everything it builds is pushed,
+    /// skips and identities are read from the registry, and hand-over is
+    /// by `repo@digest` only.
+    fn engine(&self) -> Option<&LocalEngine>;
+    /// The platform a target without one is built for.
+    fn platform(&self) -> String {
+        self.engine()
+            .map(|e| e.platform.clone())
+            .unwrap_or_else(|| "linux/amd64".into())
+    }
+    /// How messages name this node's builder.
+    fn describe(&self) -> String;
+    /// Points the registry tag `to` at `from` (`repo@digest`) without an
+    /// engine (a builder that keeps no image store re-tags a skipped
+    /// target this way).
+    fn retag<'a>(&'a self, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<(), EngineError>>;
     /// What the run summary calls the driver of this build
     /// (`engine-api`, `docker-cli`, `buildx`).
     fn kind(&self, spec: &BuildSpec, jobs_secret: bool) -> &'static str;
@@ -68,8 +84,16 @@ pub struct EngineDriver {
 }
 
 impl Driver for EngineDriver {
-    fn engine(&self) -> &LocalEngine {
-        &self.engine
+    fn engine(&self) -> Option<&LocalEngine> {
+        Some(&self.engine)
+    }
+
+    fn describe(&self) -> String {
+        format!("the Docker engine at {}", self.engine.endpoint.host)
+    }
+
+    fn retag<'a>(&'a self, from: &'a str, to: &'a str) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move { self.engine.tag(from, to).await })
     }
 
     fn kind(&self, spec: &BuildSpec, jobs_secret: bool) -> &'static str {
@@ -180,15 +204,17 @@ pub(crate) fn build_tag(spec: &BuildSpec, run_id: &str) -> String {
 }
 
 /// The daemon died under the build (a CLI transport only sees its client
-/// fail): the node is gone, not the build.
-pub(crate) async fn lost_or_failed(
-    engine: &LocalEngine,
+/// fail): the node is gone, not the build. `alive`: whether the builder
+/// (`endpoint`) still answers.
+pub(crate) fn lost_or_failed(
+    alive: bool,
+    endpoint: &str,
     spec: &BuildSpec,
     mut f: Failed,
 ) -> BuildOutcome {
-    if !engine.answers().await {
+    if !alive {
         return Err(EngineError::Unreachable {
-            endpoint: engine.endpoint.host.clone(),
+            endpoint: endpoint.to_string(),
             detail: format!(
                 "the engine stopped answering during the build ({})",
                 f.message
@@ -245,7 +271,10 @@ async fn engine_build(engine: &LocalEngine, req: BuildRequest<'_>) -> BuildOutco
     };
     let built = match outcome {
         Ok(b) => b,
-        Err(f) => return lost_or_failed(engine, spec, f).await,
+        Err(f) => {
+            let alive = engine.answers().await;
+            return lost_or_failed(alive, &engine.endpoint.host, spec, f);
+        }
     };
     finish(engine, spec, &build_tag, built, None, reporter).await
 }

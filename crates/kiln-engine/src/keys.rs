@@ -196,6 +196,9 @@ where
 pub struct Resolver {
     engine: Option<LocalEngine>,
     registry: Option<Registry>,
+    /// The platform builds are for, when no engine says it (a builder
+    /// that keeps no image store).
+    platform: Option<String>,
     memo: std::sync::Mutex<HashMap<String, Option<Found>>>,
     dead: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -205,9 +208,17 @@ impl Resolver {
         Resolver {
             engine,
             registry,
+            platform: None,
             memo: Default::default(),
             dead: Default::default(),
         }
+    }
+
+    /// Builds are for `platform` (a builder's own, when it has no engine).
+    #[must_use]
+    pub fn with_platform(mut self, platform: String) -> Resolver {
+        self.platform = Some(platform);
+        self
     }
 
     /// The registry client, if one could be made.
@@ -215,11 +226,12 @@ impl Resolver {
         self.registry.as_ref()
     }
 
-    /// The engine's platform, or `linux/amd64` without an engine.
+    /// The builder's platform: the one given, else the engine's, else
+    /// `linux/amd64`.
     pub fn platform(&self) -> String {
-        self.engine
-            .as_ref()
-            .map(|e| e.platform.clone())
+        self.platform
+            .clone()
+            .or_else(|| self.engine.as_ref().map(|e| e.platform.clone()))
             .unwrap_or_else(|| "linux/amd64".into())
     }
 
@@ -315,15 +327,23 @@ pub struct Prediction {
 /// be rebuilt has no key yet (early cutoff may still skip it).
 ///
 /// `engine` is `None` when no engine answers: external images are then
-/// unresolved and every target is predicted to build.
+/// unresolved and every target is predicted to build. `registry_only` is
+/// the platform of a builder that keeps no image store (`engine` is then
+/// `None`): images resolve in the registry, and a recorded image the
+/// registry holds is a skip, as `kiln build` on that builder decides.
 pub async fn predict(
     engine: Option<&LocalEngine>,
+    registry_only: Option<String>,
     registry: Option<&Registry>,
     specs: &[BuildSpec],
     store: &dyn RecordStore,
     cache: Arc<StatCache>,
 ) -> Result<Vec<Prediction>, EngineError> {
-    let resolver = Resolver::new(engine.cloned(), registry.cloned());
+    let registry_only_builder = registry_only.is_some();
+    let mut resolver = Resolver::new(engine.cloned(), registry.cloned());
+    if let Some(p) = registry_only {
+        resolver = resolver.with_platform(p);
+    }
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut out = Vec::new();
     let store_err = |e: kiln_store::StoreError| EngineError::Store(e.to_string());
@@ -367,14 +387,26 @@ pub async fn predict(
                         }
                         Located::Registry(r) => {
                             outputs.insert(spec.name.clone(), id);
+                            let how = if engine.is_some() {
+                                "will be pulled from"
+                            } else {
+                                "in the registry as"
+                            };
                             (
                                 Action::Skip,
                                 format!(
-                                    "up to date (built {} on {}; will be pulled from {r})",
+                                    "up to date (built {} on {}; {how} {r})",
                                     rec.built_at, rec.node
                                 ),
                             )
                         }
+                        Located::Gone if registry_only_builder => (
+                            Action::Build,
+                            format!(
+                                "recorded image {} is in no registry any more",
+                                short_id(&id)
+                            ),
+                        ),
                         Located::Gone => gone(engine.is_some(), &id),
                     }
                 }

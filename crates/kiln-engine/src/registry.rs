@@ -278,6 +278,75 @@ impl Registry {
         }
     }
 
+    /// The identity ([`crate::identity`]) of the image `reference` names,
+    /// read from its config blob: an index is resolved to its manifest for
+    /// `platform` (`os/arch[/variant]`; attestation manifests, whose
+    /// platform is `unknown/unknown`, are never chosen), or to its only
+    /// image manifest. `Ok(None)` when the reference names no image (an
+    /// index without a manifest for the platform, a config that is not an
+    /// image's). This is how a builder that keeps no image store learns
+    /// what it built: the same identity an engine's inspect gives.
+    pub async fn identity(
+        &self,
+        reference: &str,
+        platform: &str,
+    ) -> Result<Option<String>, RegistryError> {
+        use oci_client::manifest::OciManifest;
+        let target = Target::parse(reference)?;
+        let name = target.name();
+        let (client, oci_ref) = self.client_for(&target)?;
+        let timeout = self.inner.timeout;
+        let auth = RegistryAuth::Anonymous;
+        let unreachable = |what: &str| RegistryError::Unreachable {
+            registry: target.registry.clone(),
+            detail: format!("{what} {name}: no answer within {timeout:?}"),
+        };
+        let pull = |r: Reference| {
+            let auth = &auth;
+            async move { tokio::time::timeout(timeout, retry(|| client.pull_manifest(&r, auth))).await }
+        };
+        let manifest = match pull(oci_ref.clone()).await {
+            Err(_) => return Err(unreachable("reading")),
+            Ok(Err(e)) => return classify(e, &target.registry, &name, timeout).map(|_| None),
+            Ok(Ok((m, _))) => m,
+        };
+        let image = match manifest {
+            OciManifest::Image(m) => m,
+            OciManifest::ImageIndex(index) => {
+                let Some(digest) = pick_manifest(&index.manifests, platform) else {
+                    return Ok(None);
+                };
+                let r = Reference::with_digest(
+                    oci_ref.registry().to_string(),
+                    oci_ref.repository().to_string(),
+                    digest,
+                );
+                match pull(r).await {
+                    Err(_) => return Err(unreachable("reading")),
+                    Ok(Err(e)) => {
+                        return classify(e, &target.registry, &name, timeout).map(|_| None);
+                    }
+                    Ok(Ok((OciManifest::Image(m), _))) => m,
+                    Ok(Ok((OciManifest::ImageIndex(_), _))) => return Ok(None),
+                }
+            }
+        };
+        let mut blob = Vec::new();
+        match tokio::time::timeout(
+            timeout,
+            client.pull_blob(&oci_ref, &image.config, &mut blob),
+        )
+        .await
+        {
+            Err(_) => return Err(unreachable("reading the config of")),
+            Ok(Err(e)) => return classify(e, &target.registry, &name, timeout).map(|_| None),
+            Ok(Ok(())) => {}
+        }
+        Ok(serde_json::from_slice::<serde_json::Value>(&blob)
+            .ok()
+            .and_then(|v| crate::identity::from_config_blob(&v)))
+    }
+
     /// The client for the target's protocol and its manifest reference.
     fn client_for(&self, target: &Target) -> Result<(&Client, Reference), RegistryError> {
         let oci_ref = match &target.digest {
@@ -326,6 +395,48 @@ impl Registry {
             Ok(Err(e)) => classify(e, &target.registry, &name, timeout),
         }
     }
+}
+
+/// The manifest of an index for `platform` (`os/arch[/variant]`): the
+/// entry whose platform matches (a missing variant in either matches), or
+/// the only entry that is an image at all when none says its platform.
+/// Attestation manifests (`unknown/unknown`, or annotated as such) never
+/// count.
+fn pick_manifest(
+    entries: &[oci_client::manifest::ImageIndexEntry],
+    platform: &str,
+) -> Option<String> {
+    let mut want = platform.split('/');
+    let (os, arch, variant) = (want.next()?, want.next()?, want.next());
+    let images: Vec<&oci_client::manifest::ImageIndexEntry> = entries
+        .iter()
+        .filter(|e| {
+            let attestation = e.annotations.as_ref().is_some_and(|a| {
+                a.get("vnd.docker.reference.type").map(String::as_str)
+                    == Some("attestation-manifest")
+            });
+            let unknown = e
+                .platform
+                .as_ref()
+                .is_some_and(|p| p.os.to_string() == "unknown");
+            !attestation && !unknown
+        })
+        .collect();
+    let matches = |e: &&&oci_client::manifest::ImageIndexEntry| {
+        e.platform.as_ref().is_some_and(|p| {
+            p.os.to_string() == os
+                && p.architecture.to_string() == arch
+                && match (variant, p.variant.as_deref()) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                }
+        })
+    };
+    images
+        .iter()
+        .find(matches)
+        .or_else(|| (images.len() == 1 && images[0].platform.is_none()).then(|| &images[0]))
+        .map(|e| e.digest.clone())
 }
 
 fn auth_detail(status: u16, name: &str) -> String {
@@ -592,6 +703,45 @@ mod tests {
                 other => panic!("{reference}: expected InvalidReference, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_index_resolves_to_the_platform_manifest_never_an_attestation() {
+        let entries: Vec<oci_client::manifest::ImageIndexEntry> = serde_json::from_str(
+            r#"[
+              {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:aaa","size":1,
+               "platform":{"architecture":"amd64","os":"linux"}},
+              {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:bbb","size":1,
+               "platform":{"architecture":"arm64","os":"linux","variant":"v8"}},
+              {"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:att","size":1,
+               "platform":{"architecture":"unknown","os":"unknown"},
+               "annotations":{"vnd.docker.reference.type":"attestation-manifest","vnd.docker.reference.digest":"sha256:aaa"}}
+            ]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            pick_manifest(&entries, "linux/amd64").as_deref(),
+            Some("sha256:aaa")
+        );
+        assert_eq!(
+            pick_manifest(&entries, "linux/arm64").as_deref(),
+            Some("sha256:bbb")
+        );
+        assert_eq!(
+            pick_manifest(&entries, "linux/arm64/v8").as_deref(),
+            Some("sha256:bbb")
+        );
+        assert_eq!(pick_manifest(&entries, "linux/arm64/v7"), None);
+        assert_eq!(pick_manifest(&entries, "linux/riscv64"), None);
+        // A buildx push of one platform: the image and its attestation.
+        let one = &entries[..1];
+        assert_eq!(
+            pick_manifest(one, "linux/amd64").as_deref(),
+            Some("sha256:aaa")
+        );
+        let only_attestation = &entries[2..];
+        assert_eq!(pick_manifest(only_attestation, "linux/amd64"), None);
+        assert_eq!(pick_manifest(&entries, "linux"), None);
     }
 
     #[test]

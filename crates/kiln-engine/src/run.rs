@@ -73,6 +73,9 @@ pub struct NodeSpec {
     pub builder: Option<crate::buildx::BuilderSpec>,
     /// Concurrent builds on the node.
     pub slots: usize,
+    /// The node's memory as the fleet file states it: the job count of a
+    /// builder that keeps no engine kiln can probe comes from it.
+    pub memory_gb: Option<f64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -221,8 +224,11 @@ struct Node {
     name: String,
     /// How it builds (the scheduler never asks which driver it is).
     driver: Arc<dyn Driver>,
-    /// Where its images live: `driver.engine()`.
-    engine: LocalEngine,
+    /// Where its images live: `driver.engine()`; `None` for a builder
+    /// that keeps no image store (registry only).
+    engine: Option<LocalEngine>,
+    /// The fleet file's memory for the node, if any.
+    memory_gb: Option<f64>,
     /// One permit per concurrent BuildKit build.
     slots: tokio::sync::Semaphore,
     capacity: usize,
@@ -262,9 +268,9 @@ async fn connect(ns: &NodeSpec) -> Result<Arc<dyn Driver>, EngineError> {
 }
 
 /// The engine where a node's images live: its own, or the one behind its
-/// buildx builder.
-pub async fn node_engine(ns: &NodeSpec) -> Result<LocalEngine, EngineError> {
-    Ok(connect(ns).await?.engine().clone())
+/// buildx builder; `None` for a builder that keeps no image store.
+pub async fn node_engine(ns: &NodeSpec) -> Result<Option<LocalEngine>, EngineError> {
+    Ok(connect(ns).await?.engine().cloned())
 }
 
 /// Runs `specs` (in a valid build order) on the local engine.
@@ -287,6 +293,7 @@ pub async fn run(
             endpoint: endpoint.clone(),
             slots: opts.jobs.max(1),
             builder: opts.builder.clone(),
+            memory_gb: None,
         }]
     };
     let registry = crate::registry::Registry::new(std::time::Duration::from_secs(30)).ok();
@@ -294,16 +301,21 @@ pub async fn run(
     for ns in &node_specs {
         match connect(ns).await {
             Ok(driver) => {
-                let engine = driver.engine().clone();
+                let engine = driver.engine().cloned();
                 let jobs = tokio::sync::OnceCell::new();
-                if fleet && let Ok(f) = crate::probe::probe(&engine, opts.gb_per_job).await {
+                if fleet
+                    && let Some(e) = &engine
+                    && let Ok(f) = crate::probe::probe(e, opts.gb_per_job).await
+                {
                     let _ = jobs.set(crate::jobs::per_build(f.jobs, ns.slots));
                 }
                 nodes.push(Node {
                     name: ns.name.clone(),
+                    resolver: crate::keys::Resolver::new(engine.clone(), registry.clone())
+                        .with_platform(driver.platform()),
                     driver,
-                    resolver: crate::keys::Resolver::new(Some(engine.clone()), registry.clone()),
                     engine,
+                    memory_gb: ns.memory_gb,
                     slots: tokio::sync::Semaphore::new(ns.slots.max(1)),
                     capacity: ns.slots.max(1),
                     alive: std::sync::atomic::AtomicBool::new(true),
@@ -327,7 +339,9 @@ pub async fn run(
             detail: "no node of the fleet answers".into(),
         });
     }
-    nodes[0].driver.check(&specs)?;
+    for n in &nodes {
+        n.driver.check(&specs)?;
+    }
     let index: HashMap<String, usize> = specs
         .iter()
         .enumerate()
@@ -510,7 +524,7 @@ pub async fn run(
                 .collect();
             if left.is_empty() {
                 return Err(EngineError::Unreachable {
-                    endpoint: shared.nodes[k].engine.endpoint.host.clone(),
+                    endpoint: shared.nodes[k].driver.describe(),
                     detail: format!(
                         "node {} stopped answering ({detail}) and no other node of the fleet is left for {}",
                         shared.nodes[k].name, s.name
@@ -561,14 +575,15 @@ pub async fn run(
         };
         match done.outcome {
             Ok(Outcome::Built(built, pushed)) => {
-                let image = local_ref(&s.name, &built.image_id);
+                let remote = pushed.first().map(|(r, d)| by_digest(r, d));
+                let image = node_ref(&shared.nodes[k], &s.name, &built.image_id, &remote);
                 outputs.insert(s.name.clone(), built.image_id.clone());
                 produced.insert(
                     s.name.clone(),
                     Produced {
                         node: k,
                         local: image.clone(),
-                        remote: pushed.first().map(|(r, d)| by_digest(r, d)),
+                        remote,
                     },
                 );
                 r.status = TargetStatus::Built;
@@ -584,12 +599,12 @@ pub async fn run(
                 pushed,
                 reason,
             }) => {
-                let image = local_ref(&s.name, &image_id);
-                outputs.insert(s.name.clone(), image_id);
                 let remote = pushed.first().map(|(r, d)| by_digest(r, d)).or_else(|| {
                     let d = digest.as_ref()?;
                     s.tags.first().map(|t| by_digest(t, d))
                 });
+                let image = node_ref(&shared.nodes[k], &s.name, &image_id, &remote);
+                outputs.insert(s.name.clone(), image_id);
                 produced.insert(
                     s.name.clone(),
                     Produced {
@@ -688,6 +703,16 @@ struct Produced {
     node: usize,
     local: String,
     remote: Option<String>,
+}
+
+/// The reference dependents on the same node (and `docker run` there) use
+/// for a target's image: the unique local tag on an engine, the registry
+/// digest on a builder that keeps no image store.
+fn node_ref(node: &Node, target: &str, image_id: &str, remote: &Option<String>) -> String {
+    match (&node.engine, remote) {
+        (None, Some(r)) => r.clone(),
+        _ => local_ref(target, image_id),
+    }
 }
 
 /// `repo:tag` pushed as `digest` → `repo@digest` (immutable).
@@ -827,10 +852,13 @@ async fn node_jobs(sh: &Shared, node: &Node, target: &str) -> u32 {
     *node
         .jobs
         .get_or_init(|| async {
-            match crate::probe::probe(&node.engine, sh.opts.gb_per_job).await {
+            let Some(engine) = &node.engine else {
+                return declared_jobs(sh, node, target);
+            };
+            match crate::probe::probe(engine, sh.opts.gb_per_job).await {
                 Ok(f) => crate::jobs::per_build(f.jobs, node.capacity),
                 Err(e) => {
-                    let cpus = node.engine.cpus().await;
+                    let cpus = engine.cpus().await;
                     let n = crate::jobs::per_build(cpus.unwrap_or(1), node.capacity);
                     let source = match cpus {
                         Some(c) => format!(
@@ -851,6 +879,28 @@ async fn node_jobs(sh: &Shared, node: &Node, target: &str) -> u32 {
             }
         })
         .await
+}
+
+/// The job count of a builder with no engine kiln can probe: the fleet
+/// file's memory over the GB per job and the node's slots; without a
+/// fleet file, 1, with a warning saying how to hand more.
+fn declared_jobs(sh: &Shared, node: &Node, target: &str) -> u32 {
+    match node.memory_gb {
+        Some(gb) => {
+            let jobs = (gb / sh.opts.gb_per_job.max(0.001)).floor().max(1.0) as u32;
+            crate::jobs::per_build(jobs, node.capacity)
+        }
+        None => {
+            sh.reporter.event(&Event::Warning {
+                target: target.to_string(),
+                message: format!(
+                    "{} keeps no engine kiln can ask for free memory; builds there are handed kiln-jobs = 1 (describe it as a fleet node with memory_gb to hand more)",
+                    node.driver.describe()
+                ),
+            });
+            1
+        }
+    }
 }
 
 async fn decide_and_build(
@@ -883,7 +933,8 @@ async fn decide_and_build(
                 let rec = entry.record;
                 use crate::keys::Located;
                 let located =
-                    crate::keys::locate(Some(&node.engine), &node.resolver, &spec.name, &rec).await;
+                    crate::keys::locate(node.engine.as_ref(), &node.resolver, &spec.name, &rec)
+                        .await;
                 match &located {
                     Located::Engine {
                         source,
@@ -892,6 +943,16 @@ async fn decide_and_build(
                         let from = Source {
                             reference: source.clone(),
                             unique_tagged: *unique_tagged,
+                            pulled: false,
+                        };
+                        return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
+                    }
+                    // A builder that keeps no image store skips on what
+                    // the registry holds: nothing to pull.
+                    Located::Registry(r) if node.engine.is_none() => {
+                        let from = Source {
+                            reference: r.clone(),
+                            unique_tagged: true,
                             pulled: false,
                         };
                         return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
@@ -912,6 +973,10 @@ async fn decide_and_build(
                             rec.image_id
                         )),
                     },
+                    Located::Gone if node.engine.is_none() => warn(format!(
+                        "the record for {key} names image {}, which no registry holds any more; rebuilding",
+                        rec.image_id
+                    )),
                     Located::Gone => warn(format!(
                         "the record for {key} names image {}, which the engine no longer has and no registry holds; rebuilding",
                         rec.image_id
@@ -983,7 +1048,10 @@ async fn decide_and_build(
             key: key.clone(),
             target: spec.name.clone(),
             image_id: built.image_id.clone(),
-            image_ref: Some(local_ref(&spec.name, &built.image_id)),
+            image_ref: Some(match (&node.engine, pushed.first()) {
+                (None, Some((r, d))) => by_digest(r, d),
+                _ => local_ref(&spec.name, &built.image_id),
+            }),
             digest: pushed.first().map(|(_, d)| d.clone()),
             tags: spec.tags.clone(),
             platform: Some(keyed.manifest.platform.clone()),
@@ -1028,16 +1096,18 @@ async fn adopt(
     let id = rec.image_id.clone();
     let unique = local_ref(&spec.name, &id);
     let mut retagged = Vec::new();
-    let to_check = (!from.unique_tagged).then_some(&unique);
-    for t in to_check.into_iter().chain(spec.tags.iter()) {
-        if node.engine.image_id(t).await.as_deref() != Some(id.as_str()) {
-            node.engine.tag(&from.reference, t).await?;
-            if t != &unique {
-                retagged.push(t.clone());
+    if let Some(engine) = &node.engine {
+        let to_check = (!from.unique_tagged).then_some(&unique);
+        for t in to_check.into_iter().chain(spec.tags.iter()) {
+            if engine.image_id(t).await.as_deref() != Some(id.as_str()) {
+                engine.tag(&from.reference, t).await?;
+                if t != &unique {
+                    retagged.push(t.clone());
+                }
             }
         }
     }
-    let pulled = from.pulled.then_some(from.reference);
+    let pulled = from.pulled.then(|| from.reference.clone());
     let mut pushed = Vec::new();
     if spec.push {
         for t in &spec.tags {
@@ -1052,9 +1122,16 @@ async fn adopt(
                 },
                 _ => None,
             };
-            let digest = match current {
-                Some(d) => d,
-                None => node.engine.push(t).await?,
+            let digest = match (current, &node.engine) {
+                (Some(d), _) => d,
+                (None, Some(engine)) => engine.push(t).await?,
+                // No engine: the tag is pointed at the recorded image in
+                // the registry itself.
+                (None, None) => {
+                    node.driver.retag(&from.reference, t).await?;
+                    retagged.push(t.clone());
+                    rec.digest.clone().unwrap_or_default()
+                }
             };
             sh.reporter.event(&Event::Pushed {
                 target: spec.name.clone(),
@@ -1091,11 +1168,14 @@ async fn adopt(
 /// Pulls a recorded image the engine lacks from `reference` (its
 /// `repo@digest`); done once the pulled image has the recorded identity.
 async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> Result<(), String> {
-    node.engine
+    let Some(engine) = &node.engine else {
+        return Err("the builder keeps no image store to pull it into".into());
+    };
+    engine
         .pull(reference)
         .await
         .map_err(|e| format!("pulling it failed ({e})"))?;
-    match node.engine.image_id(reference).await {
+    match engine.image_id(reference).await {
         Some(id) if id == rec.image_id => Ok(()),
         Some(id) => Err(format!("the pulled image is {id}, not the recorded one")),
         None => Err("the engine does not show the pulled image".into()),

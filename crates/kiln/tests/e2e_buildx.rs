@@ -611,3 +611,250 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The dev environment's builder that keeps no image store (buildx's
+/// `remote` driver, `KILN_REMOTE_BUILDER`); `None` (after saying so) on
+/// the legacy engine.
+fn remote_builder() -> Option<String> {
+    let vars = dev_env().1;
+    if !vars.contains_key("KILN_BUILDER") {
+        eprintln!("skipped: the engine is the legacy one, which has no buildx");
+        return None;
+    }
+    Some(
+        vars.get("KILN_REMOTE_BUILDER")
+            .cloned()
+            .expect("scripts/dev-env up starts a remote-driver builder on the current engine"),
+    )
+}
+
+/// The digest a registry tag names now (`Docker-Content-Digest`).
+fn registry_digest(reference: &str) -> String {
+    let (host_repo, tag) = reference.rsplit_once(':').unwrap();
+    let (host, repo) = host_repo.split_once('/').unwrap();
+    let o = Command::new("curl")
+        .args(["-sfI", "-H"])
+        .arg(
+            "Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json",
+        )
+        .arg(format!("http://{host}/v2/{repo}/manifests/{tag}"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&o.stdout).to_ascii_lowercase();
+    head.lines()
+        .find_map(|l| l.strip_prefix("docker-content-digest:"))
+        .map(|d| d.trim().to_string())
+        .unwrap_or_else(|| panic!("no digest for {reference}: {head}"))
+}
+
+/// A builder that keeps no image store (buildx's docker-container, remote
+/// and kubernetes drivers; here a real `remote`-driver builder): every
+/// target is pushed and handed over by `repo@digest`, identities are read
+/// from the registry's config blobs (the same as an engine's inspect of
+/// the same image), skips need nothing but the registry (plan agrees),
+/// a tag moved in the registry is pointed back without a build, and a
+/// target that does not push is refused before anything builds.
+#[test]
+fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
+    let Some((host, reg)) = engine() else { return };
+    let Some((config, _)) = buildx_env() else {
+        return;
+    };
+    let Some(remote) = remote_builder() else {
+        return;
+    };
+    let salt = unique("");
+    let bake = r#"
+variable "REG" { default = "127.0.0.1:5000" }
+variable "U" { default = "x" }
+target "_c" { network = "host" }
+target "base" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.base"
+  tags = ["${REG}/e2e-rx-${U}/base:1"]
+}
+target "app" {
+  inherits = ["_c"]
+  contexts = { base = "target:base" }
+  tags = ["${REG}/e2e-rx-${U}/app:1"]
+}
+target "loose" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.base"
+}
+group "default" { targets = ["app"] }
+"#;
+    // The base image comes from the registry: a builder without an image
+    // store has nowhere else to get it.
+    let from = format!("{reg}/kiln/busybox:latest");
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.base",
+            &format!(
+                "FROM {from} AS build\nRUN echo built-{salt} > /out\nFROM {from}\nCOPY --from=build /out /base.txt\n"
+            ),
+        ),
+        (
+            "Dockerfile",
+            "FROM base\nCOPY src/ /src/\nRUN cat /base.txt /src/* > /all\n",
+        ),
+        ("src/a.txt", "A\n"),
+    ]);
+    let vars = [
+        "--var",
+        &format!("REG={reg}"),
+        "--var",
+        &format!("U={salt}"),
+    ]
+    .map(String::from);
+    let run = |cmd: &str, extra: &[&str]| {
+        let mut a = vec![cmd, "--driver", "buildx", "--builder", &remote];
+        if cmd == "build" {
+            a.extend(["--progress", "plain"]);
+        }
+        a.extend(["--format", "json"]);
+        a.extend(vars.iter().map(String::as_str));
+        a.extend_from_slice(extra);
+        kiln_bx(&dir, &host, &config, &a, &[])
+    };
+
+    // Not pushed: refused before anything builds, saying what to do.
+    let o = run("build", &["loose"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert!(err.contains("keeps no image store"), "{err}");
+    assert!(err.contains("--push"), "{err}");
+    assert!(!err.contains("] building ("), "nothing built: {err}");
+
+    let o = run("build", &["--push"]);
+    ok(&o);
+    let s = summary(&o);
+    let repo = |n: &str| format!("{reg}/e2e-rx-{salt}/{n}");
+    for n in ["base", "app"] {
+        let t = target(&s, n);
+        assert_eq!(t["status"], "built", "{t}");
+        assert_eq!(t["driver"], "buildx", "{t}");
+        let digest = t["digest"].as_str().unwrap();
+        // The image is the registry digest: there is no local tag.
+        assert_eq!(t["image"], format!("{}@{digest}", repo(n)), "{t}");
+        assert_eq!(registry_digest(&format!("{}:1", repo(n))), digest);
+        let exports: Vec<_> = t["cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "export")
+            .collect();
+        assert_eq!(exports.len(), 1, "{t}");
+        assert_eq!(exports[0]["outcome"], "ok", "{t}");
+    }
+    let app = target(&s, "app");
+    let base = target(&s, "base");
+    // Hand-over on the same builder is by digest too.
+    assert_eq!(app["handed"]["base"], base["image"], "{app}");
+    // What app consumed is what base built.
+    let app_image = app["image"].as_str().unwrap();
+    let all = docker(
+        &host,
+        &["run", "--rm", "--network", "host", app_image, "cat", "/all"],
+    );
+    assert!(all.contains(&format!("built-{salt}")), "{all}");
+
+    // The identity kiln read from the registry is the one an engine's
+    // inspect of the same image gives (the image was pulled just now).
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine_identity = rt
+        .block_on(async {
+            let e = kiln_engine::local::LocalEngine::connect(kiln_engine::Endpoint {
+                host: host.clone(),
+                docker_cli: "/usr/bin/docker".into(),
+            })
+            .await
+            .unwrap();
+            e.image_id(app_image).await
+        })
+        .expect("the engine shows the pulled image");
+    assert!(
+        records_name(&dir, &engine_identity),
+        "a record of app names the identity the engine sees ({engine_identity})"
+    );
+
+    // plan, with nothing but the registry to look in, says skip for both;
+    // the no-op build agrees and starts no buildx.
+    let o = run("plan", &[]);
+    ok(&o);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for t in plan["targets"].as_array().unwrap() {
+        assert_eq!(t["action"], "skip", "{t}");
+        assert!(
+            t["reason"].as_str().unwrap().contains("in the registry as"),
+            "{t}"
+        );
+    }
+    // A tag moved in the registry (someone pushed over app:1) is pointed
+    // back at the recorded image without a build.
+    let moved = Command::new("docker")
+        .args([
+            "buildx",
+            "imagetools",
+            "create",
+            "--builder",
+            &remote,
+            "--tag",
+        ])
+        .arg(format!("{}:1", repo("app")))
+        .arg(base["image"].as_str().unwrap())
+        .env("DOCKER_CONFIG", &config)
+        .output()
+        .unwrap();
+    assert!(moved.status.success(), "{}", stderr_of(&moved));
+    assert_ne!(
+        registry_digest(&format!("{}:1", repo("app"))),
+        app["digest"].as_str().unwrap()
+    );
+    let o = run("build", &["--push"]);
+    ok(&o);
+    let s2 = summary(&o);
+    for n in ["base", "app"] {
+        let t = target(&s2, n);
+        assert_eq!(t["status"], "skipped", "{t}");
+        assert!(t.get("log").is_none(), "no build ran: {t}");
+        assert_eq!(t["image"], target(&s, n)["image"], "{t}");
+    }
+    assert!(
+        target(&s2, "app")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("re-tagged"),
+        "{}",
+        target(&s2, "app")
+    );
+    assert_eq!(
+        registry_digest(&format!("{}:1", repo("app"))),
+        app["digest"].as_str().unwrap(),
+        "the tag points at the recorded image again"
+    );
+
+    // An input change rebuilds only what consumes it; base is handed over
+    // from the registry by its recorded digest.
+    std::fs::write(dir.join("src/a.txt"), "B\n").unwrap();
+    let o = run("build", &["--push"]);
+    ok(&o);
+    let s3 = summary(&o);
+    assert_eq!(target(&s3, "base")["status"], "skipped");
+    let app3 = target(&s3, "app");
+    assert_eq!(app3["status"], "built", "{app3}");
+    assert_eq!(app3["handed"]["base"], base["image"], "{app3}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether a record file under the workspace's store names `identity`.
+fn records_name(dir: &Path, identity: &str) -> bool {
+    fn walk(p: &Path, id: &str) -> bool {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return std::fs::read_to_string(p).is_ok_and(|t| t.contains(id));
+        };
+        rd.flatten().any(|e| walk(&e.path(), id))
+    }
+    walk(&dir.join(".kiln"), identity)
+}

@@ -52,7 +52,10 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
             tasks.push(tokio::spawn(async move {
                 let r = async {
                     let (e, b) = match ep {
-                        Some(ep) => (kiln_engine::local::LocalEngine::connect(ep).await?, None),
+                        Some(ep) => (
+                            Some(kiln_engine::local::LocalEngine::connect(ep).await?),
+                            None,
+                        ),
                         // Not an engine address: a buildx builder, probed
                         // through the engine behind it.
                         None => {
@@ -61,10 +64,19 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                             ))
                             .await?;
                             let facts = d.facts().await?;
-                            (kiln_engine::driver::Driver::engine(&d).clone(), Some(facts))
+                            (
+                                kiln_engine::driver::Driver::engine(&d).cloned(),
+                                Some(facts),
+                            )
                         }
                     };
-                    Ok::<_, kiln_engine::EngineError>((kiln_engine::probe::probe(&e, gb).await?, b))
+                    // A builder that keeps no image store has no engine
+                    // to probe: it is up when buildx reached it.
+                    let f = match &e {
+                        Some(e) => Some(kiln_engine::probe::probe(e, gb).await?),
+                        None => None,
+                    };
+                    Ok::<_, kiln_engine::EngineError>((f, b))
                 }
                 .await;
                 match r {
@@ -72,7 +84,7 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                         name,
                         endpoint: raw,
                         status: "up",
-                        facts: Some(f),
+                        facts: f,
                         builder,
                         error: None,
                     },
@@ -130,6 +142,27 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                             .map(|b| format!(
                                 "  (buildx {} {} driver on {}, engine {} with the {} image store)",
                                 b.buildx, b.driver, b.engine, b.engine_version, b.image_store
+                            ))
+                            .unwrap_or_default()
+                    )),
+                    None if r.status == "up" => t.push_str(&format!(
+                        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}{}\n",
+                        r.name,
+                        r.status,
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        r.endpoint,
+                        r.builder
+                            .as_ref()
+                            .map(|b| format!(
+                                "  (buildx {} {} driver, {}, {}; no image store: hand-over by registry digest, memory from the fleet file)",
+                                b.buildx,
+                                b.driver,
+                                b.engine_version,
+                                b.platforms.join(",")
                             ))
                             .unwrap_or_default()
                     )),

@@ -34,7 +34,9 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
         (Some(GraphFormat::Mermaid), _) => planned.graph.render_mermaid(&names),
         (Some(GraphFormat::Dot), _) => planned.graph.render_dot(&names),
         (None, format) => {
-            let predicted = predictions(&bake, &planned, &s.bake, &s.store)?;
+            let builder = (s.driver == DriverKind::Buildx)
+                .then(|| crate::prepare::builder_spec(Some(&s.builder)));
+            let predicted = predictions(&bake, &planned, &s.bake, &s.store, builder.as_ref())?;
             let mut plan = planned.plan.clone();
             for t in &mut plan.targets {
                 if let Some(p) = predicted.iter().find(|p| p.name == t.name) {

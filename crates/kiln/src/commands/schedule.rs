@@ -70,7 +70,7 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let published: Vec<String> = if s.simulate {
         Vec::new()
     } else {
-        predictions(&bake, &planned, &s.bake, &s.store)?
+        predictions(&bake, &planned, &s.bake, &s.store, None)?
             .into_iter()
             .filter(|p| matches!(p.action, kiln_engine::keys::Action::Skip))
             .map(|p| p.name)

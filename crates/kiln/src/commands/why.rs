@@ -48,7 +48,7 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
             s.target
         )));
     }
-    let p = predictions(&bake, &planned, &s.bake, &s.store)?
+    let p = predictions(&bake, &planned, &s.bake, &s.store, None)?
         .into_iter()
         .find(|p| p.name == s.target)
         .ok_or_else(|| CliError::usage(format!("target {} was not planned", s.target)))?;

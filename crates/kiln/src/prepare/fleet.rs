@@ -58,6 +58,7 @@ pub fn fleet_plan(
             endpoint,
             slots: n.slots as usize,
             builder,
+            memory_gb: Some(n.memory_gb),
         });
     }
     let index: std::collections::HashMap<&str, usize> = specs

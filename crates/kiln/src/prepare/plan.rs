@@ -133,6 +133,7 @@ pub fn predictions(
     planned: &Planned,
     b: &BakeSettings,
     st: &StoreSettings,
+    builder: Option<&kiln_engine::buildx::BuilderSpec>,
 ) -> Result<Vec<kiln_engine::keys::Prediction>, CliError> {
     let mut specs = Vec::new();
     let mut unbuildable = Vec::new();
@@ -146,7 +147,23 @@ pub fn predictions(
     }
     let (store, cache) = open_store(st)?;
     let rt = runtime()?;
+    // A buildx builder decides where the images are: its engine, or the
+    // registry alone for a builder that keeps no image store.
+    let mut registry_only = None;
+    let mut builder_engine = None;
+    if let Some(bs) = builder {
+        let d = rt
+            .block_on(kiln_engine::buildx::BuildxDriver::connect(bs))
+            .map_err(|e| engine_error(e, &st.endpoint))?;
+        match kiln_engine::driver::Driver::engine(&d) {
+            Some(e) => builder_engine = Some(e.clone()),
+            None => registry_only = Some(d.native_platform()),
+        }
+    }
     let engine = rt.block_on(async {
+        if builder.is_some() {
+            return builder_engine;
+        }
         let connect = kiln_engine::local::LocalEngine::connect(st.endpoint.clone());
         match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {
             Ok(Ok(e)) => Some(e),
@@ -169,6 +186,7 @@ pub fn predictions(
     let mut out = rt
         .block_on(kiln_engine::keys::predict(
             engine.as_ref(),
+            registry_only,
             registry.as_ref(),
             &specs,
             store.as_ref(),

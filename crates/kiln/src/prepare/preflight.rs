@@ -86,14 +86,17 @@ pub fn check(
                 endpoint: st.endpoint.clone(),
                 slots: 1,
                 builder: builder.cloned(),
+                memory_gb: None,
             }];
             (&single[..], None)
         }
     };
     let mut fleet_nodes = Vec::new();
     for n in nodes {
+        // A builder that keeps no image store has no engine to look in:
+        // what it needs must be in a registry.
         let engine = match rt.block_on(kiln_engine::run::node_engine(n)) {
-            Ok(e) => Some(e),
+            Ok(e) => e,
             Err(e) if require_engine && eligible.is_none() => {
                 return Err(engine_error(e, &n.endpoint));
             }
