@@ -1543,16 +1543,44 @@ fn fleet_preflight_asks_every_node_that_may_build_the_target() {
 fn the_twin_builds_on_a_three_node_fleet_and_survives_losing_a_node() {
     let Some((host, _)) = engine() else { return };
     let Some(fleet) = fleet_file() else { return };
-    fleet_run(&host, &fleet, "engine-api|docker-cli", &[]);
+    fleet_run(&host, &fleet, "engine-api|docker-cli", &[], Lose::Engine);
     if containerd_store(&host) {
         let fleet = fleet_file_of("KILN_FLEET_BUILDX").expect("the buildx fleet file");
-        fleet_run(&host, &fleet, "buildx", &["--driver", "buildx"]);
+        fleet_run(
+            &host,
+            &fleet,
+            "buildx",
+            &["--driver", "buildx"],
+            Lose::Engine,
+        );
+        // Builders that keep no image store (buildx's remote driver): the
+        // base image comes from the registry, every hand-over is by
+        // digest, and a node is lost by losing its BuildKit endpoint.
+        let fleet = fleet_file_of("KILN_FLEET_REMOTE").expect("the remote-builder fleet file");
+        let reg = engine().unwrap().1;
+        let base =
+            format!("*.contexts.kiln/busybox:latest=docker-image://{reg}/kiln/busybox:latest");
+        fleet_run(
+            &host,
+            &fleet,
+            "buildx",
+            &["--driver", "buildx", "--set", &base],
+            Lose::Builder,
+        );
     } else {
-        eprintln!("skipped: the buildx fleet (the legacy engine has no buildx)");
+        eprintln!("skipped: the buildx fleets (the legacy engine has no buildx)");
     }
 }
 
-fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
+/// How the fleet test loses a node: its dockerd, or (a builder that keeps
+/// no image store) the BuildKit endpoint buildx reaches it by.
+#[derive(Clone, Copy, PartialEq)]
+enum Lose {
+    Engine,
+    Builder,
+}
+
+fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str], lose: Lose) {
     let host = host.to_string();
     let dir = twin_copy();
     touch_unique(
@@ -1592,6 +1620,10 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
         let me = t["node"].as_str().unwrap();
         for (ctx, r) in t["handed"].as_object().into_iter().flatten() {
             let r = r.as_str().unwrap();
+            // The base image handed as a named context comes from outside.
+            if ctx == "kiln/busybox:latest" {
+                continue;
+            }
             // Whose output is it? The dependency whose pushed digest it names.
             let dep = s["targets"].as_array().unwrap().iter().find(|d| {
                 d["digest"].as_str().is_some_and(|dg| r.ends_with(dg)) || d["image"] == r
@@ -1602,6 +1634,11 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
                 assert!(
                     r.contains("@sha256:"),
                     "cross-node input by digest: {ctx} = {r}"
+                );
+            } else if lose == Lose::Builder {
+                assert!(
+                    r.contains("@sha256:"),
+                    "no image store: same-node input by digest too: {r}"
                 );
             } else {
                 assert!(
@@ -1647,8 +1684,11 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str]) {
                     .filter(|n| n.starts_with("node"))
             {
                 let node = node.trim().to_string();
-                let pid =
-                    std::fs::read_to_string(nodes_dir.join(&node).join("dockerd.pid")).unwrap();
+                let pid_file = match lose {
+                    Lose::Engine => "dockerd.pid",
+                    Lose::Builder => "buildkit-proxy.pid",
+                };
+                let pid = std::fs::read_to_string(nodes_dir.join(&node).join(pid_file)).unwrap();
                 let st = Command::new("kill")
                     .args(["-9", pid.trim()])
                     .status()
