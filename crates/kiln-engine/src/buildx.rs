@@ -327,6 +327,9 @@ pub struct BuilderFacts {
     pub hand_over: &'static str,
     /// The builder's platforms, native first.
     pub platforms: Vec<String>,
+    /// What buildx says of its first node (`running`, `inactive`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// The buildx driver: one builder.
@@ -644,6 +647,7 @@ impl BuildxDriver {
                 "registry"
             },
             platforms,
+            status: self.inspected.status.clone(),
         })
     }
 

@@ -293,6 +293,12 @@ pub(crate) async fn finish(
 ) -> BuildOutcome {
     // What kiln records is the image's identity, the same on every engine
     // and image store; tags are made from the build tag the engine knows.
+    // The build itself may have moved the build tag and the target's tags
+    // (buildx names the image by them): what was learned of them is stale.
+    engine.touched(build_tag);
+    for t in &spec.tags {
+        engine.touched(t);
+    }
     built.image_id = engine.image_id(build_tag).await.ok_or_else(|| {
         EngineError::Build(format!(
             "build of {} finished, but the engine does not show its image {build_tag}",

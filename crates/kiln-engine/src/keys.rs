@@ -469,6 +469,11 @@ pub async fn locate(
     if let Some(e) = engine {
         let id = rec.image_id.as_str();
         let unique = crate::run::local_ref(target, id);
+        // One round trip for the unique reference and every tag (a skip
+        // then checks the tags again, answered from what was learned).
+        let mut refs: Vec<&str> = vec![&unique];
+        refs.extend(rec.tags.iter().map(String::as_str));
+        e.prefetch(&refs).await;
         if e.image_id(&unique).await.as_deref() == Some(id) {
             return Located::Engine {
                 source: unique,

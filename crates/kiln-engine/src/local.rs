@@ -79,26 +79,9 @@ pub struct LocalEngine {
     pub image_store: ImageStore,
     /// The engine's version (`26.1.5`), as it says.
     pub version: String,
-    /// What the engine's image list said, read once (see
-    /// [`LocalEngine::image_id`]).
-    seen: std::sync::Arc<Seen>,
-}
-
-/// The engine's image list as first read by this process, and what this
-/// process has changed since: one `GET /images/json` answers every lookup
-/// of a tag it lists, instead of one inspect per reference (30–40 ms each
-/// on the containerd image store).
-#[derive(Default)]
-struct Seen {
-    /// `repo:tag` → the engine's image id, from one image list.
-    tags: tokio::sync::OnceCell<HashMap<String, String>>,
-    /// The engine's image id → identity. An engine id is content-addressed
-    /// (config digest, or manifest digest on the containerd store), so the
-    /// identity of an id never changes.
-    identities: std::sync::Mutex<HashMap<String, String>>,
-    /// References this process tagged, untagged or pulled since the list
-    /// was read: looked up by inspect.
-    changed: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// What this process learned of references (see
+    /// [`LocalEngine::image_id`]); shared by clones.
+    seen: std::sync::Arc<std::sync::Mutex<HashMap<String, Option<String>>>>,
 }
 
 /// Seconds of a protobuf timestamp (`seconds`, `nanos`).
@@ -175,77 +158,40 @@ impl LocalEngine {
     /// on every engine and image store, so records, keys and early cutoff
     /// compare it, never the engine's own id.
     ///
-    /// A tag the engine listed when this process first asked (and that
-    /// this process has not changed since) is answered from that list and
-    /// the identity of its image id, inspected once per id; anything else
-    /// (digests, references the list spells differently, tags made since)
-    /// is inspected.
+    /// Each reference is inspected once per process (one inspect takes
+    /// 8–50 ms on the containerd image store, where a no-op run's lookups
+    /// are most of its time); what this process tags, untags or pulls is
+    /// asked again. A run sees the engine as it was when it first looked,
+    /// apart from its own changes.
     pub async fn image_id(&self, reference: &str) -> Option<String> {
-        let changed = self
-            .seen
-            .changed
-            .lock()
-            .map(|c| c.contains(reference))
-            .unwrap_or(true);
-        if !changed
-            && !reference.contains('@')
-            && let Some(id) = self.listed(reference).await
-        {
-            if let Some(found) = self.seen.identities.lock().ok()?.get(&id) {
-                return Some(found.clone());
-            }
-            let identity = self.inspect_identity(&id).await?;
-            if let Ok(mut m) = self.seen.identities.lock() {
-                m.insert(id, identity.clone());
-            }
-            return Some(identity);
+        if let Some(known) = self.seen.lock().ok()?.get(reference) {
+            return known.clone();
         }
-        self.inspect_identity(reference).await
-    }
-
-    async fn inspect_identity(&self, reference: &str) -> Option<String> {
-        let i = self.docker.inspect_image(reference).await.ok()?;
-        crate::identity::from_inspect(&i)
-    }
-
-    /// The engine id the image list gave `reference` (`repo:tag`, or
-    /// `repo` for `:latest`), if it listed it.
-    async fn listed(&self, reference: &str) -> Option<String> {
-        let tags = self
-            .seen
-            .tags
-            .get_or_init(|| async {
-                let opts = bollard::query_parameters::ListImagesOptionsBuilder::default().build();
-                let mut m = HashMap::new();
-                // A list that cannot be read answers nothing: every
-                // lookup falls back to an inspect.
-                for img in self
-                    .docker
-                    .list_images(Some(opts))
-                    .await
-                    .unwrap_or_default()
-                {
-                    for t in img.repo_tags {
-                        m.insert(t, img.id.clone());
-                    }
-                }
-                m
-            })
-            .await;
-        let last = reference.rsplit('/').next().unwrap_or(reference);
-        let key = if last.contains(':') {
-            reference.to_string()
-        } else {
-            format!("{reference}:latest")
+        let found = match self.docker.inspect_image(reference).await {
+            Ok(i) => crate::identity::from_inspect(&i),
+            // Only "no such image" is remembered; other errors ask again.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => None,
+            Err(_) => return None,
         };
-        tags.get(&key).cloned()
+        if let Ok(mut m) = self.seen.lock() {
+            m.insert(reference.to_string(), found.clone());
+        }
+        found
     }
 
-    /// Marks `reference` as changed by this process: it is inspected from
-    /// now on.
-    fn touched(&self, reference: &str) {
-        if let Ok(mut c) = self.seen.changed.lock() {
-            c.insert(reference.to_string());
+    /// Looks `references` up at once (each as [`LocalEngine::image_id`]),
+    /// so later lookups of them answer without a request.
+    pub async fn prefetch(&self, references: &[&str]) {
+        futures_util::future::join_all(references.iter().map(|r| self.image_id(r))).await;
+    }
+
+    /// Forgets what was learned of `reference`: this process changes it
+    /// (a tag, a pull, or a build that names its image).
+    pub(crate) fn touched(&self, reference: &str) {
+        if let Ok(mut m) = self.seen.lock() {
+            m.remove(reference);
         }
     }
 
@@ -433,6 +379,7 @@ impl LocalEngine {
                     // (the daemon's last message truncated). The per-run
                     // build tag exists only if this build exported its
                     // image, and no step failed: then the build is done.
+                    self.touched(build_tag);
                     if tracker.failure().is_none()
                         && let Some(id) = self.image_id(build_tag).await
                     {
@@ -461,6 +408,7 @@ impl LocalEngine {
         // The aux message carries the engine's own id; what kiln records
         // is the image's identity, read from the tag the build named.
         let _ = image_id;
+        self.touched(build_tag);
         let image_id = self.image_id(build_tag).await.ok_or_else(|| {
             EngineError::Build(format!("build of {} finished without an image", spec.name))
         })?;

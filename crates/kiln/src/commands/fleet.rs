@@ -71,10 +71,27 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                         }
                     };
                     // A builder that keeps no image store has no engine
-                    // to probe: it is up when buildx reached it.
+                    // to probe: it is up when buildx reaches its BuildKit
+                    // (a docker-container builder may also be `inactive`:
+                    // buildx starts it on the first build).
                     let f = match &e {
                         Some(e) => Some(kiln_engine::probe::probe(e, gb).await?),
-                        None => None,
+                        None => {
+                            let status = b.as_ref().and_then(|f| f.status.clone());
+                            let driver = b.as_ref().map(|f| f.driver.as_str()).unwrap_or("");
+                            match status.as_deref() {
+                                Some("running") | None => None,
+                                Some("inactive") if driver == "docker-container" => None,
+                                Some(other) => {
+                                    return Err(kiln_engine::EngineError::Unreachable {
+                                        endpoint: raw.clone(),
+                                        detail: format!(
+                                            "buildx reports the builder {other}: its BuildKit does not answer"
+                                        ),
+                                    });
+                                }
+                            }
+                        }
                     };
                     Ok::<_, kiln_engine::EngineError>((f, b))
                 }
