@@ -143,7 +143,7 @@ pub fn command(
                 "docker-image://{}",
                 hand_over.get(name).unwrap_or(reference)
             ),
-            ContextSource::Local { path } => path.clone(),
+            ContextSource::Local { path } => shown(Path::new(path), cwd),
         };
         flag("--build-context", format!("{name}={value}"));
     }
@@ -902,7 +902,6 @@ impl crate::driver::Driver for BuildxDriver {
                     s.name
                 )));
             }
-            crate::driver::refuse_local_contexts(s, "kiln's content key does not cover it yet")?;
             if self.engine.is_none() && (!s.push || s.tags.is_empty()) {
                 return Err(EngineError::Input(registry_only_needs_push(
                     &self.builder.name,

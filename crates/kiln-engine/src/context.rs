@@ -33,20 +33,34 @@ pub const STATE_DIR: &str = ".kiln";
 /// (`dockerfile_rel`: the Dockerfile's path inside the context, which the CLI
 /// always sends), without kiln's state directory.
 pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
-    use kiln_dockerfile::ignore::{
-        EntryKind as K, WalkOptions, read_dockerignore, walk_context_with,
-    };
+    use kiln_dockerfile::ignore::read_dockerignore;
     let ignore_path = dir.join(".dockerignore");
     let patterns = match std::fs::read_to_string(&ignore_path) {
         Ok(text) => read_dockerignore(&text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(EngineError::io(ignore_path.display().to_string(), e)),
     };
+    walk(dir, patterns, dockerfile_rel)
+}
+
+/// Every entry of `dir` but kiln's state directory, `.dockerignore` or
+/// not: what a key covers of a local-directory named context, whose
+/// ignore rules differ between buildx and BuildKit versions (a key that
+/// covers more than the build reads can only rebuild more, never less).
+pub fn list_all(dir: &Path) -> Result<Vec<Entry>, EngineError> {
+    walk(dir, Vec::new(), None)
+}
+
+fn walk(
+    dir: &Path,
+    mut patterns: Vec<String>,
+    dockerfile_rel: Option<&str>,
+) -> Result<Vec<Entry>, EngineError> {
+    use kiln_dockerfile::ignore::{EntryKind as K, WalkOptions, walk_context_with};
     // kiln's own state (record store, stat cache, dev engine) never enters
     // a build context or a key: it changes with every run, and files come
     // and go in it while a context is being sent. Last, so nothing in
     // .dockerignore re-includes it.
-    let mut patterns = patterns;
     patterns.extend([STATE_DIR.to_string(), format!("**/{STATE_DIR}")]);
     let opts = WalkOptions {
         dockerfile: dockerfile_rel.map(String::from),

@@ -145,7 +145,7 @@ pub(crate) fn refuse_local_contexts(s: &BuildSpec, why: &str) -> Result<(), Engi
     for (name, c) in &s.contexts {
         if let ContextSource::Local { path } = c {
             return Err(EngineError::Input(format!(
-                "target {}: named context {name} = {path:?} is a local directory, and {why}; only target: and docker-image:// contexts are handed over",
+                "target {}: named context {name} = {path:?} is a local directory, and {why}; the engine driver hands over only target: and docker-image:// contexts (the buildx driver, --driver buildx, builds local directories too)",
                 s.name
             )));
         }

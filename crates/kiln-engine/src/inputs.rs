@@ -162,7 +162,20 @@ pub fn gather_for_build(
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let (hashes, stats) = hash_paths(&spec.context, &selected, cache, threads)?;
+    let (hashes, mut stats) = hash_paths(&spec.context, &selected, cache, threads)?;
+    // A local-directory named context enters the key as a digest of every
+    // file in it (paths, modes, contents): `COPY --from=NAME` and
+    // `FROM NAME` read it, and what is read of it is not analysed.
+    let mut upstreams = upstreams.clone();
+    for (name, src) in &spec.contexts {
+        if let crate::spec::ContextSource::Local { path } = src {
+            let (digest, s) = local_context_digest(spec, name, path, cache, threads)?;
+            stats.files += s.files;
+            stats.read_files += s.read_files;
+            stats.read_bytes += s.read_bytes;
+            upstreams.insert(name.clone(), digest);
+        }
+    }
     let files = hashes
         .into_iter()
         .map(|h| ContextFile {
@@ -206,7 +219,7 @@ pub fn gather_for_build(
             .collect(),
         files,
         images: image_digests,
-        upstreams: upstreams.clone(),
+        upstreams,
         remote,
         secrets: spec.secrets.iter().map(|s| s.id.clone()).collect(),
         ssh: Vec::new(),
@@ -221,9 +234,115 @@ pub fn gather_for_build(
     })
 }
 
+/// `local:blake3:<hex>` over every entry of a local-directory named
+/// context: each path, kind, permission bits and content digest, in path
+/// order.
+fn local_context_digest(
+    spec: &BuildSpec,
+    name: &str,
+    path: &str,
+    cache: &StatCache,
+    threads: usize,
+) -> Result<(String, HashStats), EngineError> {
+    let dir = std::path::Path::new(path);
+    if !dir.is_dir() {
+        return Err(EngineError::Input(format!(
+            "target {}: named context {name} = {path:?} is not a directory; create it, or name a target (target:NAME) or an image (docker-image://REF)",
+            spec.name
+        )));
+    }
+    let mut paths: Vec<String> = context::list_all(dir)?
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    paths.sort();
+    let (hashes, stats) = hash_paths(dir, &paths, cache, threads)?;
+    let mut h = blake3::Hasher::new();
+    for f in &hashes {
+        h.update(format!("{}\0{:?}\0{:o}\0{}\n", f.path, f.kind, f.mode, f.digest).as_bytes());
+    }
+    Ok((format!("local:blake3:{}", h.finalize().to_hex()), stats))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A local-directory named context is in the key by its whole content:
+    /// any file in it counts (also one `.dockerignore` would hide: buildx
+    /// and BuildKit versions disagree on applying it), kiln's state
+    /// directory does not, and a missing directory says what to do.
+    #[test]
+    fn a_local_named_context_enters_the_key_by_its_content() {
+        let root = std::env::temp_dir().join(format!("kiln-local-ctx-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let ctx = root.join("ctx");
+        let vendor = root.join("vendor");
+        std::fs::create_dir_all(&ctx).unwrap();
+        std::fs::create_dir_all(vendor.join("sub")).unwrap();
+        std::fs::write(
+            ctx.join("Dockerfile"),
+            "FROM scratch\nCOPY --from=vendor sub/a.txt /a\n",
+        )
+        .unwrap();
+        std::fs::write(vendor.join("sub/a.txt"), "one\n").unwrap();
+        std::fs::write(vendor.join(".dockerignore"), "ignored.txt\n").unwrap();
+        let spec = BuildSpec {
+            name: "app".into(),
+            context: ctx.clone(),
+            dockerfile: ctx.join("Dockerfile"),
+            contexts: [(
+                "vendor".to_string(),
+                crate::spec::ContextSource::Local {
+                    path: vendor.display().to_string(),
+                },
+            )]
+            .into(),
+            ..BuildSpec::default()
+        };
+        let key = || {
+            let cache = StatCache::default();
+            let g = gather_for_build(
+                &spec,
+                "linux/amd64",
+                &BTreeMap::new(),
+                &[("vendor".to_string(), format!("local:{}", vendor.display()))].into(),
+                &cache,
+            )
+            .unwrap();
+            (g.manifest.upstreams["vendor"].clone(), g.manifest.key())
+        };
+        let (d1, k1) = key();
+        assert!(d1.starts_with("local:blake3:"), "{d1}");
+        assert_eq!(key().1, k1, "stable");
+        std::fs::write(vendor.join("sub/a.txt"), "two\n").unwrap();
+        let (d2, k2) = key();
+        assert_ne!(d2, d1);
+        assert_ne!(k2, k1);
+        std::fs::write(vendor.join("ignored.txt"), "x\n").unwrap();
+        let k3 = key().1;
+        assert_ne!(k3, k2, "a file .dockerignore names still counts");
+        std::fs::create_dir_all(vendor.join(".kiln")).unwrap();
+        std::fs::write(vendor.join(".kiln/state"), "x\n").unwrap();
+        assert_eq!(key().1, k3, "kiln's state directory never counts");
+        std::fs::remove_dir_all(&vendor).unwrap();
+        let cache = StatCache::default();
+        let Err(err) = gather_for_build(
+            &spec,
+            "linux/amd64",
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &cache,
+        ) else {
+            panic!("a missing directory is an error");
+        };
+        let err = err.to_string();
+        assert!(
+            err.contains("named context vendor") && err.contains("not a directory"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     #[test]
     fn unresolved_images_and_unpinned_sources_make_a_key_volatile() {

@@ -105,7 +105,8 @@ where
                 }
                 None => UNRESOLVED.into(),
             },
-            // Local directories are refused before a run starts.
+            // A local directory's content digest replaces this when the
+            // files are hashed (`inputs::gather_for_build`).
             ContextSource::Local { path } => format!("local:{path}"),
         };
         out.upstreams.insert(ctx.clone(), v);

@@ -858,3 +858,81 @@ fn records_name(dir: &Path, identity: &str) -> bool {
     }
     walk(&dir.join(".kiln"), identity)
 }
+
+/// A local-directory named context (`contexts = { vendor = "./vendor" }`)
+/// builds through buildx and is in the key by its content: a no-op run
+/// skips, a changed file in it rebuilds with the new content. The engine
+/// driver, whose BuildKit client has no named contexts, refuses it and
+/// says which driver builds it.
+#[test]
+fn a_local_directory_named_context_is_built_and_keyed_by_its_content() {
+    let Some((host, _)) = engine() else { return };
+    let Some((config, _)) = buildx_env() else {
+        return;
+    };
+    let salt = unique("");
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            r#"
+target "vendored" {
+  network = "host"
+  contexts = { vendor = "./vendor" }
+}
+group "default" { targets = ["vendored"] }
+"#,
+        ),
+        (
+            "Dockerfile",
+            &format!(
+                "FROM kiln/busybox:latest\nCOPY --from=vendor a.txt /v\nRUN echo {salt} > /salt\n"
+            ),
+        ),
+        ("vendor/a.txt", "first\n"),
+    ]);
+    let build = |extra: &[&str]| {
+        let mut a = vec![
+            "build",
+            "--driver",
+            "buildx",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        kiln_bx(&dir, &host, &config, &a, &[])
+    };
+    let cat = |image: &str| {
+        docker(
+            &host,
+            &["run", "--rm", "--network", "host", image, "cat", "/v"],
+        )
+    };
+    let o = build(&[]);
+    ok(&o);
+    let s = summary(&o);
+    let t = target(&s, "vendored");
+    assert_eq!(t["status"], "built", "{t}");
+    assert_eq!(cat(t["image"].as_str().unwrap()), "first\n");
+    let o = build(&[]);
+    ok(&o);
+    let t = target(&summary(&o), "vendored").clone();
+    assert_eq!(t["status"], "skipped", "{t}");
+    std::fs::write(dir.join("vendor/a.txt"), "second\n").unwrap();
+    let o = build(&[]);
+    ok(&o);
+    let t = target(&summary(&o), "vendored").clone();
+    assert_eq!(
+        t["status"], "built",
+        "a changed file in the named context rebuilds: {t}"
+    );
+    assert_eq!(cat(t["image"].as_str().unwrap()), "second\n");
+    // The engine driver refuses it, naming the driver that builds it.
+    let o = kiln(&dir, &host, &["build", "--progress", "plain"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert!(err.contains("named context vendor"), "{err}");
+    assert!(err.contains("--driver buildx"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -108,8 +108,17 @@ pub fn spec_for(
                 reference: r.to_string(),
                 producer,
             }
+        } else if kiln_bake::is_remote(&v) || v.contains("://") {
+            return Err(CliError::usage(format!(
+                "target {name}: named context {k} = {v}: only target:, docker-image:// and local-directory named contexts are built so far"
+            ))
+            .with_hint("build it as a target of its own and name it with target:NAME, or push it and use docker-image://REF"));
         } else {
-            ContextSource::Local { path: v.clone() }
+            // Relative to the directory bake resolves paths from, as the
+            // build context is.
+            ContextSource::Local {
+                path: abs(cwd, &v).display().to_string(),
+            }
         };
         contexts.insert(k, src);
     }
