@@ -470,17 +470,18 @@ pub async fn locate(
     if let Some(e) = engine {
         let id = rec.image_id.as_str();
         let unique = crate::run::local_ref(target, id);
-        // One round trip for the unique reference and every tag (a skip
-        // then checks the tags again, answered from what was learned).
-        let mut refs: Vec<&str> = vec![&unique];
-        refs.extend(rec.tags.iter().map(String::as_str));
-        e.prefetch(&refs).await;
-        if e.image_id(&unique).await.as_deref() == Some(id) {
+        // The unique reference's inspect also answers for every tag of the
+        // same image (a skip then checks the tags again, answered from what
+        // was learned); tags it does not list are asked together.
+        let here = e.image_id(&unique).await;
+        if here.as_deref() == Some(id) {
             return Located::Engine {
                 source: unique,
                 unique_tagged: true,
             };
         }
+        let refs: Vec<&str> = rec.tags.iter().map(String::as_str).collect();
+        e.prefetch(&refs).await;
         for t in &rec.tags {
             if e.image_id(t).await.as_deref() == Some(id) {
                 return Located::Engine {

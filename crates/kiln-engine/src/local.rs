@@ -168,7 +168,20 @@ impl LocalEngine {
             return known.clone();
         }
         let found = match self.docker.inspect_image(reference).await {
-            Ok(i) => crate::identity::from_inspect(&i),
+            Ok(i) => {
+                let id = crate::identity::from_inspect(&i);
+                // Every tag of the image names the same identity: one
+                // inspect answers them all (a recorded image's unique
+                // reference and its tags, in a no-op run).
+                if let (Some(id), Some(tags), Ok(mut m)) =
+                    (&id, &i.repo_tags, self.seen.lock())
+                {
+                    for t in tags {
+                        m.entry(t.clone()).or_insert_with(|| Some(id.clone()));
+                    }
+                }
+                id
+            }
             // Only "no such image" is remembered; other errors ask again.
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
