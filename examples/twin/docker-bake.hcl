@@ -93,10 +93,16 @@ variable "VLLM_REF" {
 # Registry
 # ---------------------------------------------------------------------------
 
-variable "REGISTRY" {
+variable "KILN_REGISTRY" {
   type        = string
   default     = "127.0.0.1:5000"
-  description = "Registry host[:port]; the local registry scripts/dev-env starts."
+  description = "The registry scripts/dev-env started (it prints KILN_REGISTRY=host:port; exported, the twin follows it when port 5000 was taken)."
+}
+
+variable "REGISTRY" {
+  type        = string
+  default     = KILN_REGISTRY
+  description = "Registry host[:port] the twin pushes to; the dev environment's by default."
 }
 
 variable "REGISTRY_NAME" {

@@ -1737,3 +1737,28 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str], lose: Lose)
     assert!(built >= 10, "the change reaches most of the twin: {s}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The twin's own fleet file (examples/twin/fleet.toml) names the nodes
+/// `scripts/dev-env up --nodes 3` starts, as seen from the twin's
+/// directory: `kiln fleet` finds every one up.
+#[test]
+fn the_twins_fleet_file_names_the_dev_environments_nodes() {
+    let Some((host, _)) = engine() else { return };
+    if fleet_file().is_none() {
+        return;
+    }
+    let dir = repo().join("examples/twin");
+    let o = kiln(
+        &dir,
+        &host,
+        &["fleet", "--fleet", "fleet.toml", "--format", "json"],
+        &[],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{v}");
+    for n in nodes {
+        assert_eq!(n["status"], "up", "{n}");
+    }
+}
