@@ -394,7 +394,7 @@ fn no_buildx(text: &str) -> bool {
 
 fn buildx_missing(docker: &std::path::Path, detail: &str) -> EngineError {
     EngineError::Tool(format!(
-        "buildx is not available ({} buildx: {detail}); install the docker-buildx plugin into $DOCKER_CONFIG/cli-plugins or ~/.docker/cli-plugins (scripts/dev-env up does for its engines)",
+        "buildx is not available ({} buildx: {detail}); install the docker-buildx plugin (Debian and Ubuntu: the docker-buildx package; or Docker's buildx release) into $DOCKER_CONFIG/cli-plugins or ~/.docker/cli-plugins",
         docker.display()
     ))
 }

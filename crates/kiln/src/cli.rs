@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// kiln builds graphs of container images on BuildKit, from the
 /// `docker buildx bake` files you already have.
 #[derive(Debug, Parser)]
-#[command(name = "kiln", version, about, long_about = None, disable_help_subcommand = true)]
+#[command(name = "kiln", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

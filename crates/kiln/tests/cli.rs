@@ -408,7 +408,7 @@ fn buildx_fleet_refuses_an_engine_address_node() {
         "{e}"
     );
     assert!(e.contains("unix:///nonexistent/kiln.sock"), "{e}");
-    assert!(e.contains("KILN_FLEET_BUILDX"), "{e}");
+    assert!(e.contains("docker buildx ls"), "{e}");
 }
 
 /// `kiln fleet` with no node answering: each is listed as down with the
@@ -438,4 +438,16 @@ fn fleet_with_every_node_down_is_exit_3() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `kiln help COMMAND` is the same help as `kiln COMMAND --help`.
+#[test]
+fn help_subcommand_shows_a_commands_help() {
+    let dir = std::env::temp_dir();
+    let o = kiln(&dir, &["help", "build"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("Usage: kiln build"), "{text}");
+    let flag = kiln(&dir, &["build", "--help"]);
+    assert_eq!(text, String::from_utf8_lossy(&flag.stdout));
 }

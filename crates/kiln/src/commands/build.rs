@@ -227,7 +227,7 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             "node {}: --driver buildx builds through buildx builders, but its endpoint {} is a Docker engine address",
             n.name, n.endpoint.host
         ))
-        .with_hint("name the node's buildx builder (e.g. its docker context) as its endpoint, as scripts/dev-env writes in KILN_FLEET_BUILDX, or drop --driver buildx to build on the engines"));
+        .with_hint("name the node's buildx builder as its endpoint (`docker buildx ls` lists them; a docker context is a docker-driver builder), or drop --driver buildx to build on the engines"));
     }
     let (uses_buildx, uses_engine) = if s.fleet.is_some() {
         (

@@ -42,7 +42,7 @@ pub fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
     match e {
         EngineError::Unreachable { endpoint, detail } => CliError::env(format!("cannot reach the Docker engine at {endpoint}: {detail}"))
             .with_hint(format!(
-                "start the project's engine with `export $(scripts/dev-env up)`, or point DOCKER_HOST/--host at a running dockerd (tried {})",
+                "start a Docker engine (dockerd) and point DOCKER_HOST or --host at it (tried {}); in a kiln checkout, `export $(scripts/dev-env up)` starts one",
                 ep.host
             )),
         EngineError::Input(m) => CliError::usage(m),
