@@ -1762,3 +1762,56 @@ fn the_twins_fleet_file_names_the_dev_environments_nodes() {
         assert_eq!(n["status"], "up", "{n}");
     }
 }
+
+/// The text summary says where the images are: the tag the bake file asked
+/// for (not kiln's internal reference), a `-` for the steps of a target
+/// that was not built, and a totals line naming the engine.
+#[test]
+fn the_text_summary_names_the_tags_and_ends_with_totals() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = unique("");
+    let tag = format!("{reg}/e2e-summary-{salt}/app:1");
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            &format!(
+                "target \"app\" {{\n  network = \"host\"\n  tags = [\"{tag}\"]\n}}\ngroup \"default\" {{ targets = [\"app\"] }}\n"
+            ),
+        ),
+        (
+            "Dockerfile",
+            &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /salt\n"),
+        ),
+    ]);
+    let run = || {
+        let o = kiln(&dir, &host, &["build", "--progress", "plain"], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let first = run();
+    let line = first.lines().find(|l| l.starts_with("app ")).unwrap();
+    assert!(line.contains(&tag), "{first}");
+    assert!(!line.contains("kiln.local/"), "{first}");
+    let last = first.lines().last().unwrap();
+    assert!(
+        last.starts_with("1 target(s): 1 built, 0 skipped; images on "),
+        "{first}"
+    );
+    assert!(last.contains(&host), "{first}");
+    let second = run();
+    let line = second.lines().find(|l| l.starts_with("app ")).unwrap();
+    assert!(line.contains(" - "), "no steps ran: {second}");
+    assert!(
+        line.contains(&tag) && line.contains("up to date"),
+        "{second}"
+    );
+    assert!(
+        second
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("1 target(s): 0 built, 1 skipped"),
+        "{second}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -43,6 +43,62 @@ fn image_and_reason(image: Option<&str>, reason: Option<&str>) -> String {
     }
 }
 
+/// What the summary shows as a target's image: the first tag the bake
+/// file asked for (`+N` more), or the reference kiln made when it asked
+/// for none.
+fn shown_image(r: &kiln_engine::TargetResult, tags: Option<&Vec<String>>) -> Option<String> {
+    if !r.status.ok() {
+        return None;
+    }
+    match tags.map(Vec::as_slice) {
+        Some([one]) => Some(one.clone()),
+        Some([first, rest @ ..]) => Some(format!("{first} (+{} more)", rest.len())),
+        _ => r.image.clone(),
+    }
+}
+
+/// The summary's last line: how many targets did what, and where the
+/// images are.
+fn totals(summary: &kiln_engine::RunSummary, several_nodes: bool) -> String {
+    let count = |st: TargetStatus| summary.targets.iter().filter(|t| t.status == st).count();
+    let cutoff = summary
+        .targets
+        .iter()
+        .filter(|t| {
+            t.status == TargetStatus::Skipped
+                && t.reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with("early cutoff"))
+        })
+        .count();
+    let mut line = format!(
+        "{} target(s): {} built, {} skipped",
+        summary.targets.len(),
+        count(TargetStatus::Built),
+        count(TargetStatus::Skipped)
+    );
+    if cutoff > 0 {
+        line.push_str(&format!(" ({cutoff} by early cutoff)"));
+    }
+    let failed = count(TargetStatus::Failed);
+    let blocked = count(TargetStatus::Blocked);
+    if failed + blocked > 0 {
+        line.push_str(&format!(", {failed} failed, {blocked} blocked"));
+    }
+    let node = summary
+        .targets
+        .first()
+        .map(|t| t.node.as_str())
+        .unwrap_or("");
+    if several_nodes {
+        line.push_str("; images on the nodes in the NODE column, pushed ones in the registry");
+    } else if !node.is_empty() {
+        line.push_str(&format!("; images on {node}"));
+    }
+    line.push('\n');
+    line
+}
+
 /// Plain lines on stderr.
 struct PlainReporter {
     out: Mutex<std::io::Stderr>,
@@ -180,7 +236,15 @@ impl Reporter for TtyReporter {
                     "skipped" => "=",
                     _ => "✘",
                 };
-                self.bars.suspend(|| eprintln!("{mark} {target} {msg}"));
+                // A target skipped as up to date gets its one line in the
+                // summary; the terminal keeps what happened in this run.
+                let up_to_date = status == "skipped"
+                    && reason
+                        .as_deref()
+                        .is_some_and(|r| r.starts_with("up to date"));
+                if !up_to_date {
+                    self.bars.suspend(|| eprintln!("{mark} {target} {msg}"));
+                }
             }
             Event::Pushed {
                 target,
@@ -313,6 +377,10 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let rt = runtime()?;
     let endpoint = s.store.endpoint.clone();
+    let tags: std::collections::HashMap<String, Vec<String>> = specs
+        .iter()
+        .map(|sp| (sp.name.clone(), sp.tags.clone()))
+        .collect();
     let result = rt.block_on(kiln_engine::run(endpoint, specs, opts, reporter));
     // The stat cache is worth keeping even when a build failed.
     if let Err(e) = stat_cache.save(&s.store.stat_cache) {
@@ -393,16 +461,25 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             );
             for r in &summary.targets {
                 let status = r.status.as_str();
+                let cached = if r.status == TargetStatus::Built || r.steps.total > 0 {
+                    format!("{}/{}", r.steps.cached, r.steps.total)
+                } else {
+                    "-".into()
+                };
                 t.push_str(&format!(
                     "{:<w$}  {:<7}  {}{:>6.1}s  {:>6}  {}\n",
                     r.name,
                     status,
                     node_col(&r.node),
                     r.duration_s,
-                    format!("{}/{}", r.steps.cached, r.steps.total),
-                    image_and_reason(r.image.as_deref(), r.reason.as_deref())
+                    cached,
+                    image_and_reason(
+                        shown_image(r, tags.get(&r.name)).as_deref(),
+                        r.reason.as_deref()
+                    )
                 ));
             }
+            t.push_str(&totals(&summary, nw > 0));
             t
         }
     };
