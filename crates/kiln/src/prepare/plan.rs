@@ -152,12 +152,16 @@ pub fn predictions(
     let mut registry_only = None;
     let mut builder_engine = None;
     if let Some(bs) = builder {
-        let d = rt
-            .block_on(kiln_engine::buildx::BuildxDriver::connect(bs))
-            .map_err(|e| engine_error(e, &st.endpoint))?;
-        match kiln_engine::driver::Driver::engine(&d) {
-            Some(e) => builder_engine = Some(e.clone()),
-            None => registry_only = Some(d.native_platform()),
+        // A plan never needs the builder: without it, nothing recorded can
+        // be confirmed, and every target is predicted to build.
+        match rt.block_on(kiln_engine::buildx::BuildxDriver::connect(bs)) {
+            Ok(d) => match kiln_engine::driver::Driver::engine(&d) {
+                Some(e) => builder_engine = Some(e.clone()),
+                None => registry_only = Some(d.native_platform()),
+            },
+            Err(e) => eprintln!(
+                "warning: {e}; no recorded image can be confirmed without the builder, so every target is predicted to build"
+            ),
         }
     }
     let engine = rt.block_on(async {
