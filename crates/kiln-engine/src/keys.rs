@@ -351,17 +351,30 @@ pub async fn predict(
     for spec in specs {
         let keyed = key_on(&resolver, spec, specs, &outputs, cache.clone()).await?;
         let latest = store.latest(&spec.name).map_err(store_err)?;
-        let (recorded, recorded_manifest) = match &latest {
+        let (mut recorded, recorded_manifest) = match &latest {
             Lookup::Hit(e) => (
                 Some(e.record.clone()),
                 serde_json::from_value::<InputManifest>(e.inputs.clone()).ok(),
             ),
             _ => (None, None),
         };
-        let changes = recorded_manifest
+        let mut changes = recorded_manifest
             .as_ref()
             .map(|m| diff(m, &keyed.manifest))
             .unwrap_or_default();
+        // When the current key is recorded (an older build, say, after a
+        // change was reverted), that record decides: what changed is told
+        // against it, never against a later build of other inputs.
+        if let Some(key) = keyed.key.as_ref().filter(|_| keyed.volatile.is_empty())
+            && recorded.as_ref().is_some_and(|r| &r.key != key)
+            && let Lookup::Hit(e) = store.get(key).map_err(store_err)?
+        {
+            changes = serde_json::from_value::<InputManifest>(e.inputs.clone())
+                .ok()
+                .map(|m| diff(&m, &keyed.manifest))
+                .unwrap_or_default();
+            recorded = Some(e.record);
+        }
         let (action, reason) = match &keyed.key {
             Some(_) if !keyed.volatile.is_empty() => (
                 Action::Build,

@@ -173,9 +173,7 @@ impl LocalEngine {
                 // Every tag of the image names the same identity: one
                 // inspect answers them all (a recorded image's unique
                 // reference and its tags, in a no-op run).
-                if let (Some(id), Some(tags), Ok(mut m)) =
-                    (&id, &i.repo_tags, self.seen.lock())
-                {
+                if let (Some(id), Some(tags), Ok(mut m)) = (&id, &i.repo_tags, self.seen.lock()) {
                     for t in tags {
                         m.entry(t.clone()).or_insert_with(|| Some(id.clone()));
                     }

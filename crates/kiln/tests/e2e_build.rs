@@ -558,6 +558,13 @@ fn the_twin_skips_by_key_rebuilds_exactly_what_changed_and_explains_why() {
         w.contains("(the new output of nixl-wheel, not built yet)"),
         "{w}"
     );
+    // ... and walks down to the root cause: the target behind the
+    // upstream and the file that changed there.
+    assert!(w.contains("← nixl-wheel produces "), "{w}");
+    assert!(
+        w.contains("file src/nixl-wheel/nixl/src/core/nixl_agent.cpp: content changed"),
+        "{w}"
+    );
     let (s, _) = build("plain");
     let mut built = vec!["nixl-wheel"];
     built.extend(NIXL_DEPENDENTS);
@@ -1813,5 +1820,45 @@ fn the_text_summary_names_the_tags_and_ends_with_totals() {
             .starts_with("1 target(s): 0 built, 1 skipped"),
         "{second}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After a change is built and then reverted, `kiln why` tells what
+/// changed against the record the build decision uses (the older build
+/// with these inputs), never against the later build: unchanged, skip.
+#[test]
+fn why_after_a_reverted_change_agrees_with_the_skip() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"a\" {\n  network = \"host\"\n}\ngroup \"default\" { targets = [\"a\"] }\n",
+        ),
+        ("Dockerfile", "FROM kiln/busybox:latest\nCOPY f.txt /f\n"),
+        ("f.txt", &format!("one {salt}\n")),
+    ]);
+    let build = || {
+        let o = kiln(&dir, &host, &["build", "--progress", "plain"], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let why = || {
+        let o = kiln(&dir, &host, &["why", "a", "--format", "json"], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    build();
+    let first = why();
+    assert_eq!(first["status"], "unchanged", "{first}");
+    std::fs::write(dir.join("f.txt"), format!("two {salt}\n")).unwrap();
+    // Records are stamped to the second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    build();
+    std::fs::write(dir.join("f.txt"), format!("one {salt}\n")).unwrap();
+    let w = why();
+    assert_eq!(w["action"], "skip", "{w}");
+    assert_eq!(w["status"], "unchanged", "{w}");
+    assert_eq!(w["changes"].as_array().unwrap().len(), 0, "{w}");
+    assert_eq!(w["recorded_at"], first["recorded_at"], "{w}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -36,6 +36,94 @@ struct Why {
     action: &'static str,
     reason: String,
     changes: Vec<kiln_plan::key::Change>,
+    /// For each changed upstream: the target that produces it and what
+    /// changed there, down to the inputs that are not upstreams (the root
+    /// cause).
+    causes: Vec<Cause>,
+}
+
+/// An upstream whose output changes, traced to its target.
+#[derive(Debug, Serialize)]
+struct Cause {
+    /// The named context (or image) the dependent takes it by.
+    context: String,
+    /// The target that produces it.
+    target: String,
+    /// What `kiln build` would do with that target.
+    action: &'static str,
+    changes: Vec<kiln_plan::key::Change>,
+    causes: Vec<Cause>,
+}
+
+fn action_name(a: &kiln_engine::keys::Action) -> &'static str {
+    match a {
+        kiln_engine::keys::Action::Build => "build",
+        kiln_engine::keys::Action::Skip => "skip",
+    }
+}
+
+/// The targets behind `changes`' upstreams, each with its own changes,
+/// recursively (each target once).
+fn causes(
+    target: &str,
+    changes: &[kiln_plan::key::Change],
+    planned: &crate::prepare::Planned,
+    all: &[kiln_engine::keys::Prediction],
+    seen: &mut std::collections::BTreeSet<String>,
+) -> Vec<Cause> {
+    let mut out = Vec::new();
+    for c in changes {
+        let kiln_plan::key::Change::Upstream { context, .. } = c else {
+            continue;
+        };
+        let producer = planned
+            .targets
+            .get(target)
+            .and_then(|t| t.contexts.as_ref())
+            .and_then(|m| m.get(context))
+            .and_then(|v| v.strip_prefix("target:"))
+            .map(String::from)
+            .or_else(|| {
+                // A tag another target produces, named directly.
+                planned
+                    .graph
+                    .producers(context)
+                    .first()
+                    .map(|p| p.to_string())
+            });
+        let Some(producer) = producer else { continue };
+        if !seen.insert(producer.clone()) {
+            continue;
+        }
+        let Some(p) = all.iter().find(|p| p.name == producer) else {
+            continue;
+        };
+        out.push(Cause {
+            context: context.clone(),
+            target: producer.clone(),
+            action: action_name(&p.action),
+            causes: causes(&producer, &p.changes, planned, all, seen),
+            changes: p.changes.clone(),
+        });
+    }
+    out
+}
+
+fn render_causes(t: &mut String, causes: &[Cause], depth: usize) {
+    let pad = "    ".repeat(depth);
+    for c in causes {
+        t.push_str(&format!(
+            "{pad}  ← {} produces {} (would {}){}\n",
+            c.target,
+            c.context,
+            c.action,
+            if c.changes.is_empty() { "" } else { ":" }
+        ));
+        for ch in &c.changes {
+            t.push_str(&format!("{pad}      {ch}\n"));
+        }
+        render_causes(t, &c.causes, depth + 1);
+    }
 }
 
 pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
@@ -48,10 +136,14 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
             s.target
         )));
     }
-    let p = predictions(&bake, &planned, &s.bake, &s.store, None)?
-        .into_iter()
+    let all = predictions(&bake, &planned, &s.bake, &s.store, None)?;
+    let p = all
+        .iter()
         .find(|p| p.name == s.target)
+        .cloned()
         .ok_or_else(|| CliError::usage(format!("target {} was not planned", s.target)))?;
+    let mut seen = std::collections::BTreeSet::from([s.target.clone()]);
+    let causes = causes(&s.target, &p.changes, &planned, &all, &mut seen);
     let status = match (&p.recorded_key, &p.key) {
         (None, _) => "never-built",
         (Some(r), Some(k)) if r == k => "unchanged",
@@ -70,6 +162,7 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
         },
         reason: p.reason.clone(),
         changes: p.changes,
+        causes,
     };
     let text = match s.format {
         Format::Json => {
@@ -99,6 +192,7 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
                     for c in &why.changes {
                         t.push_str(&format!("  {c}\n"));
                     }
+                    render_causes(&mut t, &why.causes, 0);
                 }
             }
             t.push_str(&format!("would {}: {}\n", why.action, why.reason));
