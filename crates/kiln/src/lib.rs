@@ -59,7 +59,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
         }
         Command::Plan(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
-            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
             let s = commands::plan::PlanSettings {
                 bake,
                 store,
@@ -75,7 +75,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
         }
         Command::Build(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
-            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
             let s = commands::build::BuildSettings {
                 bake,
                 store,
@@ -97,7 +97,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
         }
         Command::Why(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
-            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
             let s = commands::why::WhySettings {
                 bake,
                 store,
@@ -124,7 +124,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
         }
         Command::Schedule(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
-            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
             let s = commands::schedule::ScheduleSettings {
                 bake,
                 store,
@@ -140,7 +140,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
         }
         Command::Preflight(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
-            let store = StoreSettings::resolve(&a.store, &bake.cwd);
+            let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
             let s = commands::preflight::PreflightSettings {
                 bake,
                 store,

@@ -103,7 +103,8 @@ pub struct StoreSettings {
     pub endpoint: kiln_engine::Endpoint,
     /// A directory (relative to `project`) or `oci://HOST[:PORT]/REPO`.
     pub store: String,
-    /// The directory `.kiln/` lives in (the current directory).
+    /// The directory `.kiln/` lives in: the project's, that of the first
+    /// bake file (`BakeSettings::project_dir`), wherever kiln runs.
     pub project: PathBuf,
     pub stat_cache: PathBuf,
     /// The build history costs are learned from.
@@ -111,18 +112,41 @@ pub struct StoreSettings {
 }
 
 impl StoreSettings {
-    pub fn resolve(args: &StoreArgs, cwd: &std::path::Path) -> StoreSettings {
+    pub fn resolve(
+        args: &StoreArgs,
+        cwd: &std::path::Path,
+        project: &std::path::Path,
+    ) -> StoreSettings {
         StoreSettings {
             endpoint: resolve_endpoint(args.host.as_deref(), cwd),
-            store: args
-                .store
-                .clone()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| ".kiln/store".into()),
-            project: cwd.to_path_buf(),
-            stat_cache: cwd.join(".kiln/stat-cache.json"),
-            history: cwd.join(kiln_store::history::DEFAULT_LOCATION),
+            // A directory given on the command line is the user's, taken
+            // from where they are; the default lives in the project.
+            store: match args.store.clone().filter(|s| !s.is_empty()) {
+                Some(s) if !s.contains("://") && std::path::Path::new(&s).is_relative() => {
+                    cwd.join(s).display().to_string()
+                }
+                Some(s) => s,
+                None => ".kiln/store".into(),
+            },
+            project: project.to_path_buf(),
+            stat_cache: project.join(".kiln/stat-cache.json"),
+            history: project.join(kiln_store::history::DEFAULT_LOCATION),
         }
+    }
+}
+
+impl BakeSettings {
+    /// The project a run belongs to: the directory of the first bake file
+    /// (its records, stat cache and history live in `.kiln/` there, so
+    /// building the same file from another directory finds them), or the
+    /// current directory for a bake file read from stdin.
+    pub fn project_dir(&self) -> PathBuf {
+        self.files
+            .iter()
+            .find(|f| f.as_str() != "-" && !f.contains("://"))
+            .and_then(|f| self.cwd.join(f).parent().map(PathBuf::from))
+            .map(|d| std::fs::canonicalize(&d).unwrap_or(d))
+            .unwrap_or_else(|| self.cwd.clone())
     }
 }
 

@@ -1862,3 +1862,36 @@ fn why_after_a_reverted_change_agrees_with_the_skip() {
     assert_eq!(w["recorded_at"], first["recorded_at"], "{w}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// State belongs to the project: building the same bake file from its
+/// parent directory (`-f sub/docker-bake.hcl`) finds the records made in
+/// `sub/` and skips, and leaves no `.kiln/` in the parent.
+#[test]
+fn records_live_with_the_bake_file_wherever_kiln_runs() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let parent = workspace(&[
+        (
+            "proj/docker-bake.hcl",
+            "target \"a\" {\n  network = \"host\"\n}\ngroup \"default\" { targets = [\"a\"] }\n",
+        ),
+        (
+            "proj/Dockerfile",
+            "FROM kiln/busybox:latest\nCOPY f.txt /f\n",
+        ),
+        ("proj/f.txt", &format!("{salt}\n")),
+    ]);
+    let proj = parent.join("proj");
+    // Paths relative to the bake file (buildx's switch), so both runs
+    // build the same thing.
+    let env = [("BUILDX_BAKE_FILE_RELATIVE_PATHS", "1")];
+    let o = build_json(&proj, &host, &[], &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(target(&summary(&o), "a")["status"], "built");
+    let o = build_json(&parent, &host, &["-f", "proj/docker-bake.hcl"], &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    assert_eq!(target(&s, "a")["status"], "skipped", "{s}");
+    assert!(!parent.join(".kiln").exists(), "no state in the parent");
+    let _ = std::fs::remove_dir_all(&parent);
+}
