@@ -155,6 +155,7 @@ pub fn gather_for_build(
             digest: String::new(),
         })
         .collect();
+    missing_sources(spec, &a.context_sources, &all)?;
     let selected: Vec<String> = select_files(&all, &a.context_sources)
         .into_iter()
         .map(|f| f.path)
@@ -232,6 +233,61 @@ pub fn gather_for_build(
         stats,
         jobs_secret: crate::jobs::wanted(spec, &a.mounts),
     })
+}
+
+/// A named file or directory the needed stages read from the context
+/// that the context does not hold (after `.dockerignore`): BuildKit would
+/// fail on it mid-build without a Dockerfile line; kiln reads the context
+/// to make the key anyway, so it says so first, with the line.
+fn missing_sources(
+    spec: &BuildSpec,
+    sources: &[kiln_dockerfile::dockerfile::ContextSource],
+    all: &[ContextFile],
+) -> Result<(), EngineError> {
+    use kiln_dockerfile::dockerfile::{PathKind, SourceVia};
+    for src in sources {
+        if !matches!(src.kind, PathKind::Path | PathKind::Directory) || src.path.contains('$') {
+            continue;
+        }
+        let path = src
+            .path
+            .trim_start_matches("./")
+            .trim_start_matches('/')
+            .trim_end_matches('/');
+        if path.is_empty() || path == "." {
+            continue;
+        }
+        let under = format!("{path}/");
+        if all
+            .iter()
+            .any(|f| f.path == path || f.path.starts_with(&under))
+        {
+            continue;
+        }
+        let via = match src.via {
+            SourceVia::Copy => "COPY",
+            SourceVia::Add => "ADD",
+            SourceVia::BindMount => "RUN --mount=type=bind,source=",
+        };
+        let df = if spec.dockerfile_inline.is_some() {
+            format!("target {} (inline Dockerfile)", spec.name)
+        } else {
+            spec.dockerfile.display().to_string()
+        };
+        let ignored = if spec.context.join(path).exists() {
+            " (it exists, but .dockerignore leaves it out of the context)"
+        } else {
+            ""
+        };
+        return Err(EngineError::Input(format!(
+            "{df}:{}: {via} {}: no such file or directory in the build context {}{ignored}; target {} would fail in BuildKit",
+            src.line,
+            src.raw,
+            spec.context.display(),
+            spec.name
+        )));
+    }
+    Ok(())
 }
 
 /// `local:blake3:<hex>` over every entry of a local-directory named

@@ -451,3 +451,69 @@ fn help_subcommand_shows_a_commands_help() {
     let flag = kiln(&dir, &["build", "--help"]);
     assert_eq!(text, String::from_utf8_lossy(&flag.stdout));
 }
+
+/// What cannot be built as the files say is bad input before anything
+/// builds, at the line that says it: a COPY of a path the context does
+/// not hold (with its Dockerfile line), a missing Dockerfile, a missing
+/// context directory (not "a missing Dockerfile" under it). `kiln plan`
+/// stops on the first (no key can be computed) and warns on the others.
+#[test]
+fn missing_sources_dockerfiles_and_contexts_are_bad_input_before_a_build() {
+    let nohost = ["--host", "unix:///nonexistent/kiln.sock"];
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"copy\" {}\ntarget \"nodf\" {\n  dockerfile = \"Dockerfile.none\"\n}\ntarget \"noctx\" {\n  context = \"nope\"\n}\n",
+        ),
+        (
+            "Dockerfile",
+            "FROM scratch\nCOPY present.txt /p\nCOPY src/missing.sh /m\n",
+        ),
+        ("present.txt", "x\n"),
+    ]);
+    let plan = |t: &str| {
+        let mut a = vec!["plan"];
+        a.extend(nohost);
+        a.push(t);
+        kiln(&dir, &a)
+    };
+    let o = plan("copy");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains(
+            "Dockerfile:3: COPY src/missing.sh: no such file or directory in the build context"
+        ),
+        "{e}"
+    );
+    // A plan of files without their Dockerfiles is still a plan (a
+    // reference stack): printed, with a warning that says build stops.
+    let o = plan("nodf");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nodf"), "the plan is printed");
+    let e = stderr(&o);
+    assert!(e.contains("Dockerfile.none does not exist"), "{e}");
+    assert!(e.contains("kiln build would stop"), "{e}");
+    let o = plan("noctx");
+    let e = stderr(&o);
+    assert!(
+        e.contains("the build context") && e.contains("nope is not a directory"),
+        "{e}"
+    );
+    assert!(!e.contains("Dockerfile does not exist"), "{e}");
+    // A path .dockerignore leaves out is missing too, and says why.
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/missing.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(dir.join(".dockerignore"), "src\n").unwrap();
+    let o = plan("copy");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(".dockerignore leaves it out"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_file(dir.join(".dockerignore")).unwrap();
+    let o = plan("copy");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

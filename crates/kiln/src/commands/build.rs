@@ -475,7 +475,9 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
                     cached,
                     image_and_reason(
                         shown_image(r, tags.get(&r.name)).as_deref(),
-                        r.reason.as_deref()
+                        r.reason
+                            .as_deref()
+                            .or_else(|| r.error.as_deref().and_then(|e| e.lines().next()))
                     )
                 ));
             }

@@ -30,6 +30,9 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .iter()
         .map(|t| t.name.as_str())
         .collect();
+    // Targets whose key cannot be computed (a missing Dockerfile or
+    // context): the plan is still printed, then the run is bad input.
+    let mut unplannable: Vec<String> = Vec::new();
     let text = match (s.graph, s.format) {
         (Some(GraphFormat::Mermaid), _) => planned.graph.render_mermaid(&names),
         (Some(GraphFormat::Dot), _) => planned.graph.render_dot(&names),
@@ -37,6 +40,14 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
             let builder = (s.driver == DriverKind::Buildx)
                 .then(|| crate::prepare::builder_spec(Some(&s.builder)));
             let predicted = predictions(&bake, &planned, &s.bake, &s.store, builder.as_ref())?;
+            unplannable = predicted
+                .iter()
+                .filter_map(|p| {
+                    p.reason
+                        .strip_prefix("cannot compute the key: ")
+                        .map(|r| format!("{}: {r}", p.name))
+                })
+                .collect();
             let mut plan = planned.plan.clone();
             for t in &mut plan.targets {
                 if let Some(p) = predicted.iter().find(|p| p.name == t.name) {
@@ -96,7 +107,18 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
             }
         }
     };
-    crate::output::write(out, &text)
+    crate::output::write(out, &text)?;
+    // A plan of files without their Dockerfiles (a reference stack, the
+    // graph of someone else's project) is still a plan: this is a warning
+    // here; `kiln build` refuses the same targets (exit 2).
+    if !unplannable.is_empty() {
+        eprintln!(
+            "warning: {} target(s) cannot be built as the files say (kiln build would stop with exit 2):\n  {}",
+            unplannable.len(),
+            unplannable.join("\n  ")
+        );
+    }
+    Ok(())
 }
 
 /// What a buildx command hands each named context and dependency tag: the

@@ -235,18 +235,35 @@ pub fn specs_for(
 /// An error pointing at the target's `dockerfile` attribute when the
 /// Dockerfile does not exist.
 pub fn missing_dockerfile(bake: &kiln_bake::Bake, spec: &BuildSpec) -> Result<(), CliError> {
-    if spec.dockerfile_inline.is_some() || spec.dockerfile.is_file() {
+    let no_context = !spec.context.is_dir();
+    if !no_context && (spec.dockerfile_inline.is_some() || spec.dockerfile.is_file()) {
         return Ok(());
     }
-    let msg = format!(
-        "target {}: Dockerfile {} does not exist",
-        spec.name,
-        spec.dockerfile.display()
-    );
+    // A missing context says so (not that the Dockerfile under it is
+    // missing), pointing at `context`.
+    let (msg, attr) = if no_context {
+        (
+            format!(
+                "target {}: the build context {} is not a directory",
+                spec.name,
+                spec.context.display()
+            ),
+            "context",
+        )
+    } else {
+        (
+            format!(
+                "target {}: Dockerfile {} does not exist",
+                spec.name,
+                spec.dockerfile.display()
+            ),
+            "dockerfile",
+        )
+    };
     let span = bake
         .config
         .attr_spans
-        .get(&(spec.name.clone(), "dockerfile".to_string()))
+        .get(&(spec.name.clone(), attr.to_string()))
         .or_else(|| bake.config.target_spans.get(&spec.name));
     let rendered = match span {
         Some(sp) => {
