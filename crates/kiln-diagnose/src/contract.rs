@@ -261,7 +261,10 @@ pub struct Rebuilds {
 ///    rebuilt;
 /// 3. `all-miss`: an import succeeded, there are steps and none was cached
 ///    (with `--inputs`: and at least one rebuild is unexplained);
-/// 4. `no-cache-export`: the build succeeded and no cache export succeeded;
+/// 4. `no-cache-export`: the build succeeded and no cache export succeeded,
+///    unless none was attempted while an import succeeded and no step was
+///    rebuilt (nothing to export: `healthy`, and `why` notes that no export
+///    is configured);
 /// 5. `healthy`: none of the above.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -260,10 +260,22 @@ fn findings(
     {
         out.push(Verdict::AllMiss);
     }
-    if outcome == Outcome::Succeeded && !exports.iter().any(|e| e.outcome == TransferOutcome::Ok) {
+    if outcome == Outcome::Succeeded
+        && !exports.iter().any(|e| e.outcome == TransferOutcome::Ok)
+        && !served_by_import(steps, imports, exports)
+    {
         out.push(Verdict::NoCacheExport);
     }
     out
+}
+
+/// A build with nothing to export: an import succeeded, no step was rebuilt
+/// and no export was attempted. Everything this build used was already
+/// available to a builder that imports the same ref, so the missing export
+/// lost nothing; `why` notes it (see [`Verdict::NoCacheExport`]). A failed
+/// export is not excused: it would fail on the next rebuild too.
+fn served_by_import(steps: &Steps, imports: &[Import], exports: &[Export]) -> bool {
+    count(imports, TransferOutcome::Ok) > 0 && steps.rebuilt == 0 && exports.is_empty()
 }
 
 fn cause_text(c: Option<ImportCause>) -> &'static str {
@@ -368,6 +380,11 @@ fn explain(
         }
         Verdict::NoCacheExport => {
             let why = match exports.first() {
+                None if steps.rebuilt == 0 && steps.total > 0 => format!(
+                    "no cache export in the log and no cache imported: all {} steps came from \
+                     this builder's local cache, which no other builder shares",
+                    steps.total
+                ),
                 None => "no cache export in the log: what was built here stays in this builder's \
                          local cache only"
                     .to_string(),
@@ -408,6 +425,12 @@ fn explain(
             }
             if exports.iter().any(|e| e.outcome == TransferOutcome::Ok) {
                 why.push_str("; cache exported");
+            } else if served_by_import(steps, imports, exports) {
+                why.push_str(
+                    "; no cache export configured: nothing was rebuilt, so nothing was lost, but \
+                     a future rebuild would stay in this builder's local cache (add --cache-to \
+                     type=registry,ref=<repo>:buildcache,mode=max to share it)",
+                );
             }
             if let Some(r) = rebuilds.filter(|r| r.unexplained > 0) {
                 why.push_str(&format!(

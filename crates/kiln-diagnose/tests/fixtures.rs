@@ -491,3 +491,118 @@ fn json_contract_field_names() {
     assert_eq!(v["verdict"], "import-failed");
     assert!(v.get("rebuilds").is_none(), "only with --inputs");
 }
+
+/// The report of a fixture log after `edit` (to derive variants of it).
+fn report_edited(name: &str, edit: impl Fn(String) -> String) -> Report {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = edit(text);
+    kiln_diagnose::diagnose(&kiln_diagnose::parse(text.as_bytes()), None)
+        .expect("BuildKit progress")
+}
+
+#[test]
+fn buildx_013_fully_cached_from_registry_without_export_is_healthy() {
+    for name in [
+        "buildx-0.13-warm-no-export.rawjson",
+        "buildx-0.13-warm-no-export.log",
+    ] {
+        let r = report(name);
+        assert_eq!(r.input.unrecognized, 0, "{name}");
+        assert_eq!(r.outcome, Outcome::Succeeded, "{name}");
+        assert_eq!(
+            (r.steps.total, r.steps.cached, r.steps.rebuilt),
+            (4, 4, 0),
+            "{name}"
+        );
+        assert_eq!(r.imports.len(), 1, "{name}");
+        assert_eq!(
+            (r.imports[0].reference.as_str(), r.imports[0].outcome),
+            ("127.0.0.1:5000/fx/app:buildcache", TransferOutcome::Ok),
+            "{name}"
+        );
+        assert!(r.exports.is_empty(), "{name}");
+        // Nothing was built, so nothing stays in the builder's local cache
+        // only: not `no-cache-export`.
+        assert_eq!(r.verdict, Verdict::Healthy, "{name}");
+        assert!(r.findings.is_empty() && r.hint.is_none(), "{name}");
+        assert_eq!(
+            r.why,
+            "4 of 4 steps cached; 1 cache import(s) succeeded; no cache export configured: \
+             nothing was rebuilt, so nothing was lost, but a future rebuild would stay in this \
+             builder's local cache (add --cache-to type=registry,ref=<repo>:buildcache,mode=max \
+             to share it)",
+            "{name}"
+        );
+        assert!(!r.why.contains("what was built here"), "{name}");
+    }
+    // The two forms of the same build agree.
+    let (plain, raw) = (
+        report("buildx-0.13-warm-no-export.log"),
+        report("buildx-0.13-warm-no-export.rawjson"),
+    );
+    assert_eq!(plain.steps, raw.steps);
+    assert_eq!((plain.verdict, &plain.why), (raw.verdict, &raw.why));
+}
+
+#[test]
+fn no_cache_export_still_fires_when_something_was_rebuilt_or_imported_nothing() {
+    // The same build with the builder's `RUN` rebuilt: that layer is in
+    // this builder's local cache only.
+    let rebuilt = |t: String| t.replace("#7 CACHED\n", "#7 DONE 1.0s\n");
+    let r = report_edited("buildx-0.13-warm-no-export.log", rebuilt);
+    assert_eq!((r.steps.total, r.steps.cached, r.steps.rebuilt), (4, 3, 1));
+    assert_eq!(r.imports[0].outcome, TransferOutcome::Ok);
+    assert_eq!(r.verdict, Verdict::NoCacheExport);
+    assert_eq!(r.findings, [Verdict::NoCacheExport]);
+    assert_eq!(
+        r.why,
+        "no cache export in the log: what was built here stays in this builder's local cache only"
+    );
+    assert!(r.hint.as_deref().unwrap().contains("--cache-to"));
+
+    // With the export, the same rebuild is healthy.
+    let r = report_edited("buildx-0.13-warm.log", rebuilt);
+    assert_eq!(r.steps.rebuilt, 1);
+    assert_eq!(r.verdict, Verdict::Healthy);
+
+    // The import failed: every step came from the builder's local cache,
+    // which nothing shares in either direction.
+    let r = report_edited("buildx-0.13-warm-no-export.log", |t| {
+        t.replace(
+            "#5 DONE 0.0s\n",
+            "#5 ERROR: failed to configure registry cache importer: \
+             127.0.0.1:5000/fx/app:buildcache: not found\n",
+        )
+    });
+    assert_eq!(r.steps.rebuilt, 0);
+    assert_eq!(r.verdict, Verdict::ImportFailed);
+    assert_eq!(r.findings, [Verdict::ImportFailed, Verdict::NoCacheExport]);
+
+    // An export that was attempted and failed is still a finding, even
+    // when nothing was rebuilt: the next rebuild's export fails too.
+    let r = report_edited("buildx-0.13-warm.log", |t| {
+        t.replace(
+            "#12 writing cache image manifest sha256:097e10627be9c6800d9ba8bd14a4217d24dc19b47a57a2c2c272704660b5f1d0 done\n#12 DONE 0.1s\n",
+            "#12 ERROR: failed to push 127.0.0.1:5000/fx/app:buildcache: unauthorized\n",
+        )
+    });
+    assert_eq!(
+        (r.steps.rebuilt, r.exports[0].outcome),
+        (0, TransferOutcome::Error)
+    );
+    assert_eq!(r.verdict, Verdict::NoCacheExport);
+
+    // No import at all (a warm local builder, `plain-warm.log`): still
+    // `no-cache-export`, and the why says where the steps came from.
+    let r = report("plain-warm.log");
+    assert!(r.imports.is_empty());
+    assert_eq!(r.verdict, Verdict::NoCacheExport);
+    assert_eq!(
+        r.why,
+        "no cache export in the log and no cache imported: all 7 steps came from this builder's \
+         local cache, which no other builder shares"
+    );
+}

@@ -14,7 +14,7 @@ fn fixture(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-const FIXTURES: [&str; 16] = [
+const FIXTURES: [&str; 18] = [
     "plain-cold.log",
     "plain-warm.log",
     "plain-missing-cache-from.log",
@@ -28,6 +28,8 @@ const FIXTURES: [&str; 16] = [
     "buildx-0.13-cold.rawjson",
     "buildx-0.13-warm.rawjson",
     "buildx-0.13-warm.log",
+    "buildx-0.13-warm-no-export.rawjson",
+    "buildx-0.13-warm-no-export.log",
     "buildx-0.13-failed.rawjson",
     "buildx-0.13-inline-export.log",
     "buildx-0.13-inline-export.rawjson",

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use crate::names;
 use crate::rules::*;
-use crate::{Collector, Loc};
+use crate::{Collector, Finding, Loc};
 
 /// A cache import or export entry.
 #[derive(Debug, Clone)]
@@ -174,9 +174,14 @@ pub struct Build {
     /// A matrix job: several copies of this build run at once.
     pub matrix: bool,
     /// Built by kiln, whose cache policy adds a commit-independent ref,
-    /// imported and exported (`kiln lint --kiln`): the rules about missing
-    /// cache refs do not apply.
+    /// imported and exported (a bake target judged as kiln builds it, see
+    /// [`crate::view`]): the findings of the rules about missing cache refs
+    /// ([`KILN_POLICY`]) are set aside.
     pub policy_applied: bool,
+    /// A bake target: why its file was judged as it was (`--kiln`,
+    /// `--buildx`, the workflow step that runs bake on it…). Findings of
+    /// [`KILN_POLICY`] say it, and how to get the other judgement.
+    pub judged_because: Option<String>,
 }
 
 impl Build {
@@ -198,6 +203,7 @@ impl Build {
             writer: writer.into(),
             matrix: false,
             policy_applied: false,
+            judged_because: None,
         }
     }
 }
@@ -398,6 +404,28 @@ fn first_ref(e: &CacheEntry) -> String {
     e.refs.first().cloned().unwrap_or_default()
 }
 
+/// Adds a finding of a rule kiln's cache policy answers ([`KILN_POLICY`]):
+/// set aside for a bake target judged as kiln builds it; on one judged as
+/// `docker buildx bake` builds it, the message says why and how to get
+/// kiln's judgement.
+fn policy_finding(b: &Build, rule: &'static str, loc: &Loc, message: String, c: &mut Collector) {
+    if b.policy_applied {
+        c.set_aside.push(Finding::new(rule, loc, message));
+        return;
+    }
+    match &b.judged_because {
+        Some(because) => c.add(
+            rule,
+            loc,
+            format!(
+                "{message}; judged as `docker buildx bake` builds it ({because}): if kiln builds \
+                 it, kiln applies this cache policy itself, see `kiln lint --kiln`"
+            ),
+        ),
+        None => c.add(rule, loc, message),
+    }
+}
+
 /// Runs the cache rules over every build.
 pub fn check(builds: &[Build], c: &mut Collector) {
     for b in builds {
@@ -431,18 +459,19 @@ fn check_one(b: &Build, c: &mut Collector) {
     let tags: Vec<String> = b.tags.iter().flatten().map(|t| normalize_ref(t)).collect();
     let imports: Vec<&CacheEntry> = b.cache_from.iter().filter(|e| e.is_registry()).collect();
     let is_tag = |r: &str| tags.contains(&normalize_ref(r));
-    if !b.policy_applied
-        && !tags.is_empty()
+    if !tags.is_empty()
         && imports.len() == b.cache_from.len()
         && let Some(shown) = all_possible(&imports, is_tag)
     {
-        c.add(
+        policy_finding(
+            b,
             CACHE_FROM_SELF,
             &imports[0].loc,
             format!(
                 "{} imports cache only from {shown}, the tag it pushes; a new commit finds nothing there",
                 b.what
             ),
+            c,
         );
     }
 
@@ -453,26 +482,28 @@ fn check_one(b: &Build, c: &mut Collector) {
         .chain(&b.cache_to)
         .filter(|e| !e.refs.is_empty())
         .collect();
-    if let Some(shown) =
-        all_possible(&all, names::is_per_commit_value).filter(|_| !b.policy_applied)
-    {
-        c.add(
+    if let Some(shown) = all_possible(&all, names::is_per_commit_value) {
+        policy_finding(
+            b,
             PER_COMMIT_ONLY,
             &all[0].loc,
             format!(
                 "every cache ref of {} changes with each commit ({shown}); no commit-independent ref",
                 b.what
             ),
+            c,
         );
     }
 
     // no-cache-export.
     let exports_inline = b.inline_arg.is_some() && !b.buildx;
-    if b.pushes && b.cache_to.is_empty() && !exports_inline && !b.policy_applied {
-        c.add(
+    if b.pushes && b.cache_to.is_empty() && !exports_inline {
+        policy_finding(
+            b,
             NO_CACHE_EXPORT,
             &b.loc,
             format!("{} exports no layer cache (no cache-to)", b.what),
+            c,
         );
     }
 

@@ -56,7 +56,7 @@ fn is_dockerfile_name(name: &str) -> bool {
     l == "dockerfile" || l.starts_with("dockerfile.") || l.ends_with(".dockerfile")
 }
 
-fn is_yaml(name: &str) -> bool {
+pub(crate) fn is_yaml(name: &str) -> bool {
     let l = name.to_ascii_lowercase();
     l.ends_with(".yml") || l.ends_with(".yaml")
 }

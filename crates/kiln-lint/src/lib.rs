@@ -7,6 +7,11 @@
 //! Dockerfile and stage it builds), so the same rules judge both. Per-file
 //! rules (Dockerfile ARG order, secrets, refs) run where the file is read.
 //!
+//! Bake files are judged as kiln builds them (kiln applies its cache
+//! policy, so the rules asking for cache refs are set aside) or as
+//! `docker buildx bake` builds them ([`view`]: by default from whether a CI
+//! workflow of the repository runs bake on them).
+//!
 //! Owns: file discovery, the rules and their table ([`rules`]), findings and
 //! the output formats ([`output`]). Must never: run a build, a command, or
 //! reach the network; panic on any input (a file that does not parse is a
@@ -20,6 +25,7 @@ pub mod names;
 pub mod output;
 pub mod rules;
 pub mod shell;
+pub mod view;
 pub mod workflow;
 pub mod yaml;
 
@@ -29,6 +35,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use rules::{RULES, Rule, Severity};
+pub use view::{BakeSet, Judged, View};
 
 /// A position in a file: 1-based line and column (characters).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,6 +93,13 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// How many files were read.
     pub files_checked: usize,
+    /// Every bake file set read, and whose build it was judged as.
+    pub bake: Vec<BakeSet>,
+    /// Findings of the rules kiln's cache policy answers
+    /// ([`rules::KILN_POLICY`]) on bake targets judged as kiln builds them:
+    /// not in `findings`, not counted, never exit 1. `--buildx` reports
+    /// them. Sorted and folded as `findings`.
+    pub set_aside: Vec<Finding>,
 }
 
 impl Report {
@@ -100,6 +114,21 @@ impl Report {
     pub fn has_errors(&self) -> bool {
         self.findings.iter().any(|f| f.severity == Severity::Error)
     }
+    /// The reported findings that judging their bake file as kiln builds it
+    /// would set aside: [`rules::KILN_POLICY`] findings in bake files judged
+    /// as `docker buildx bake` builds them (`--kiln` drops them).
+    #[must_use]
+    pub fn policy_findings(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| rules::KILN_POLICY.contains(&f.rule))
+            .filter(|f| {
+                self.bake
+                    .iter()
+                    .any(|b| b.judged == Judged::Buildx && b.files.contains(&f.file))
+            })
+            .count()
+    }
 }
 
 /// What the readers collect: findings, builds for the cache rules, and the
@@ -110,6 +139,10 @@ pub struct Collector {
     pub builds: Vec<build::Build>,
     pub dockerfiles: BTreeSet<PathBuf>,
     pub files_checked: usize,
+    /// The bake calls workflows make (see [`view`]).
+    pub bake_calls: Vec<view::BakeCall>,
+    /// Findings kiln's cache policy makes moot (see [`Report::set_aside`]).
+    pub set_aside: Vec<Finding>,
 }
 
 impl Collector {
@@ -160,22 +193,32 @@ pub(crate) fn read(path: &Path, c: &mut Collector) -> Option<String> {
 }
 
 /// Lints the given files and directories (directories are searched, see
-/// [`discover`]).
+/// [`discover`]), judging bake files by [`View::Auto`].
 ///
 /// # Errors
 /// A path that does not exist (the caller's usage error).
 pub fn lint(paths: &[PathBuf]) -> Result<Report, String> {
-    lint_with(paths, &Options::default())
+    lint_as(paths, View::Auto)
 }
 
-/// How to lint.
+/// How to lint (the `kiln lint --kiln` switch; [`lint_as`] takes the full
+/// choice, `--buildx` included).
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// The bake files are built by kiln, which applies its cache policy
+    /// Every bake file is built by kiln, which applies its cache policy
     /// (docs/cache-policy.md): `cache-from-self`, `cache-per-commit-only`
-    /// and `no-cache-export` are not reported for bake targets. Workflows
-    /// and Dockerfiles are checked as always.
+    /// and `no-cache-export` are set aside for bake targets ([`View::Kiln`]).
+    /// `false` is the default judgement, [`View::Auto`], not
+    /// [`View::Buildx`]. Workflows and Dockerfiles are checked as always.
     pub kiln: bool,
+}
+
+impl Options {
+    /// The view these options ask for.
+    #[must_use]
+    pub fn view(&self) -> View {
+        if self.kiln { View::Kiln } else { View::Auto }
+    }
 }
 
 /// [`lint`] with options.
@@ -183,14 +226,27 @@ pub struct Options {
 /// # Errors
 /// A path that does not exist (the caller's usage error).
 pub fn lint_with(paths: &[PathBuf], opts: &Options) -> Result<Report, String> {
+    lint_as(paths, opts.view())
+}
+
+/// [`lint`], judging bake files by `view`.
+///
+/// # Errors
+/// A path that does not exist (the caller's usage error).
+pub fn lint_as(paths: &[PathBuf], view: View) -> Result<Report, String> {
     let found = discover::discover(paths)?;
     let mut c = Collector::default();
+    let mut judge = view::Judge::new(view);
+    let mut sets = Vec::new();
     for group in &found.bake {
+        let first = c.builds.len();
         bake::lint(group, &mut c);
-    }
-    // Bake targets are collected first: they are the builds kiln runs.
-    for b in &mut c.builds {
-        b.policy_applied = opts.kiln;
+        let set = judge.judge(group);
+        for b in &mut c.builds[first..] {
+            b.policy_applied = set.judged == Judged::Kiln;
+            b.judged_because = Some(set.because.clone());
+        }
+        sets.push(set);
     }
     for w in &found.workflows {
         workflow::lint(w, &mut c);
@@ -206,13 +262,23 @@ pub fn lint_with(paths: &[PathBuf], opts: &Options) -> Result<Report, String> {
     }
     let builds = std::mem::take(&mut c.builds);
     build::check(&builds, &mut c);
-    Ok(finish(c))
+    let mut report = finish(c);
+    report.bake = sets;
+    Ok(report)
+}
+
+fn finish(c: Collector) -> Report {
+    Report {
+        findings: fold(c.findings),
+        files_checked: c.files_checked,
+        bake: Vec::new(),
+        set_aside: fold(c.set_aside),
+    }
 }
 
 /// Sorts findings and folds those of one rule at one position into one
 /// (targets that inherit one attribute share its position).
-fn finish(c: Collector) -> Report {
-    let mut f = c.findings;
+fn fold(mut f: Vec<Finding>) -> Vec<Finding> {
     f.sort_by(|a, b| {
         (&a.file, a.line, a.column, a.rule, &a.message)
             .cmp(&(&b.file, b.line, b.column, b.rule, &b.message))
@@ -249,8 +315,5 @@ fn finish(c: Collector) -> Report {
         last.message
             .push_str(&format!(" (and {extra} more at this position)"));
     }
-    Report {
-        findings: out,
-        files_checked: c.files_checked,
-    }
+    out
 }

@@ -7,16 +7,23 @@
 //! {"findings": [{"rule": "cache-from-self", "severity": "error|warning|note",
 //!                "file": "path/as/shown", "line": 1, "column": 1,
 //!                "message": "...", "why": "...", "fix": "..."}],
-//!  "summary": {"files_checked": 3, "errors": 1, "warnings": 0, "notes": 0}}
+//!  "summary": {"files_checked": 3, "errors": 1, "warnings": 0, "notes": 0,
+//!              "set_aside": 16,
+//!              "bake_files": [{"files": ["docker-bake.hcl"], "judged_as": "kiln|buildx",
+//!                              "because": "no workflow of its repository runs bake on it"}]}}
 //! ```
 //!
 //! Findings are sorted by file, line, column and rule; `line`/`column` are
-//! 1-based, columns count characters.
+//! 1-based, columns count characters. `set_aside` (findings kiln's cache
+//! policy makes moot, not in `findings`) is left out when 0, `bake_files`
+//! (how each bake file set was judged, see [`crate::view`]) when no bake
+//! file was read.
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::rules::{RULES, doc_path};
+use crate::view::{BakeSet, Judged};
 use crate::{Finding, Report};
 
 /// One finding in the JSON contract.
@@ -34,18 +41,29 @@ pub struct JsonFinding<'a> {
 
 /// The counts in the JSON contract.
 #[derive(Debug, Serialize)]
-pub struct JsonSummary {
+pub struct JsonSummary<'a> {
     pub files_checked: usize,
     pub errors: usize,
     pub warnings: usize,
     pub notes: usize,
+    /// Findings set aside on bake files judged as kiln builds them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub set_aside: usize,
+    /// How each bake file set was judged.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub bake_files: &'a [BakeSet],
+}
+
+// serde's `skip_serializing_if` passes a reference.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The `--format json` document.
 #[derive(Debug, Serialize)]
 pub struct JsonReport<'a> {
     pub findings: Vec<JsonFinding<'a>>,
-    pub summary: JsonSummary,
+    pub summary: JsonSummary<'a>,
 }
 
 impl<'a> From<&'a Finding> for JsonFinding<'a> {
@@ -64,13 +82,15 @@ impl<'a> From<&'a Finding> for JsonFinding<'a> {
     }
 }
 
-fn summary(r: &Report) -> JsonSummary {
+fn summary(r: &Report) -> JsonSummary<'_> {
     let (errors, warnings, notes) = r.counts();
     JsonSummary {
         files_checked: r.files_checked,
         errors,
         warnings,
         notes,
+        set_aside: r.set_aside.len(),
+        bake_files: &r.bake,
     }
 }
 
@@ -90,8 +110,55 @@ fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
+/// What the summary line adds when judging bake files the other way would
+/// report differently: the findings set aside on bake files judged as kiln
+/// builds them (`--buildx` reports them), and the reported ones on bake
+/// files judged as `docker buildx bake` builds them (`--kiln` sets them
+/// aside). Empty when neither exists.
+#[must_use]
+pub fn view_summary(r: &Report) -> String {
+    let mut out = String::new();
+    let aside = r.set_aside.len();
+    if aside > 0 {
+        let files: Vec<&str> = r
+            .bake
+            .iter()
+            .filter(|b| b.judged == Judged::Kiln)
+            .filter(|b| r.set_aside.iter().any(|f| b.files.contains(&f.file)))
+            .filter_map(|b| b.files.first().map(String::as_str))
+            .collect();
+        let because = if r.bake.iter().any(|b| b.because == "--kiln") {
+            "--kiln".to_string()
+        } else {
+            format!("no workflow runs bake on {}", files.join(", "))
+        };
+        out.push_str(&format!(
+            "; {} set aside: bake files judged as kiln builds them ({because}), and kiln applies \
+             its cache policy itself; `kiln lint --buildx` reports them",
+            plural(aside, "cache finding"),
+        ));
+    }
+    let reported = r.policy_findings();
+    if reported > 0 {
+        let forced = r.bake.iter().any(|b| b.because == "--buildx");
+        out.push_str(&format!(
+            "; {} on bake files judged as `docker buildx bake` builds them ({}); \
+             `kiln lint --kiln` if kiln builds them",
+            plural(reported, "cache finding"),
+            if forced {
+                "--buildx"
+            } else {
+                "a workflow runs bake on them"
+            },
+        ));
+    }
+    out
+}
+
 /// Text: findings grouped by file (`file:line:col: severity[rule] message`,
-/// then `why:` and `fix:`), then a summary line.
+/// then `why:` and `fix:`), then a summary line (which says how to judge
+/// bake files the other way when that would report differently, see
+/// [`view_summary`]).
 #[must_use]
 pub fn text(r: &Report) -> String {
     let mut out = String::new();
@@ -117,14 +184,15 @@ pub fn text(r: &Report) -> String {
     let s = summary(r);
     if r.findings.is_empty() {
         out.push_str(&format!(
-            "no findings ({} checked)\n",
-            plural(s.files_checked, "file")
+            "no findings ({} checked){}\n",
+            plural(s.files_checked, "file"),
+            view_summary(r)
         ));
         return out;
     }
     out.push('\n');
     out.push_str(&format!(
-        "{}, {}, {} in {} ({} checked)\n",
+        "{}, {}, {} in {} ({} checked){}\n",
         plural(s.errors, "error"),
         plural(s.warnings, "warning"),
         plural(s.notes, "note"),
@@ -137,6 +205,7 @@ pub fn text(r: &Report) -> String {
             "file"
         ),
         plural(s.files_checked, "file"),
+        view_summary(r),
     ));
     out
 }

@@ -72,6 +72,12 @@ pub const INSECURE_TLS: &str = "insecure-registry-tls";
 pub const MOVING_REF: &str = "moving-git-ref";
 pub const JOBS_ARG: &str = "jobs-arg-in-key";
 
+/// The rules kiln's cache policy answers (docs/cache-policy.md: a
+/// commit-independent registry ref per target, imported with the
+/// per-commit one and exported with `mode=max`): set aside for bake targets
+/// judged as kiln builds them (see [`crate::view`]).
+pub const KILN_POLICY: &[&str] = &[CACHE_FROM_SELF, PER_COMMIT_ONLY, NO_CACHE_EXPORT];
+
 /// Every rule, in documentation order.
 pub static RULES: &[Rule] = &[
     Rule {

@@ -1,6 +1,8 @@
 //! GitHub Actions workflows: the `docker build`, `docker buildx build|bake`
 //! command lines of `run:` steps and `docker/build-push-action` steps become
-//! [`Build`]s.
+//! [`Build`]s; bake calls (`docker buildx bake`, `docker/bake-action`) are
+//! also recorded as [`BakeCall`]s, which decide how bake files are judged
+//! ([`crate::view`]).
 //!
 //! Values are followed the way the runner would produce them: shell
 //! assignments earlier in the step (an assignment inside `if`/`case`/a loop
@@ -19,6 +21,7 @@ use crate::build::{
 use crate::names;
 use crate::rules::*;
 use crate::shell::{self, Command, Lookup, Sep, Word};
+use crate::view::BakeCall;
 use crate::yaml::{self, Node, Pos, Scalar};
 use crate::{Collector, Loc, display_path};
 
@@ -469,6 +472,9 @@ impl Wf<'_> {
             } else if uses.starts_with("docker/build-push-action") {
                 let pos = step.get("uses").map_or_else(|| step.pos(), Node::pos);
                 self.push_action(j, &step_env, with, pos, name.as_deref());
+            } else if uses.starts_with("docker/bake-action") {
+                let pos = step.get("uses").map_or_else(|| step.pos(), Node::pos);
+                self.bake_action(j, &step_env, with, pos);
             }
         }
         if let Some(run) = step.get("run").and_then(Node::as_scalar) {
@@ -764,6 +770,13 @@ impl Wf<'_> {
             None => format!("`{label}` in job \"{}\"", j.id),
         };
         if bake {
+            let files = flags
+                .iter()
+                .filter(|f| f.name == "file")
+                .filter_map(|f| f.value.as_ref())
+                .flat_map(|v| shell::resolve(&v.text, &scope))
+                .collect();
+            self.record_bake(label, ws[0].start(), ctx.workdir.as_deref(), files);
             self.bake_call(&flags, &scope);
             return;
         }
@@ -937,6 +950,40 @@ impl Wf<'_> {
             None => local_ctx?.join("Dockerfile"),
         };
         Some(DockerfileSource::Path(path))
+    }
+
+    /// Records a bake call (which bake files CI builds with bake, see
+    /// [`crate::view`]).
+    fn record_bake(&mut self, what: &str, pos: Pos, workdir: Option<&str>, files: Vec<String>) {
+        let call = BakeCall {
+            what: what.to_string(),
+            loc: self.loc(pos),
+            dir: self.repo.join(workdir.unwrap_or(".")),
+            files,
+        };
+        self.c.bake_calls.push(call);
+    }
+
+    /// A `docker/bake-action` step: its `files` (newline- or
+    /// comma-separated) relative to its `workdir` (default: the repository).
+    fn bake_action(&mut self, j: &Job<'_>, step_env: &EnvMap, with: Option<&Node>, pos: Pos) {
+        let job_outputs = self.job_outputs.clone();
+        let scope = Scope {
+            job: j,
+            step_env,
+            shell: None,
+            job_outputs: &job_outputs,
+        };
+        let get = |k: &str| with.and_then(|w| w.get(k)).and_then(Node::as_scalar);
+        let files: Vec<String> = get("files")
+            .map(|s| split_word(&self.scalar_word(s), &['\n', ',']))
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|w| shell::resolve(&w.text, &scope))
+            .collect();
+        let workdir =
+            get("workdir").and_then(|s| shell::resolve(&s.value, &scope).into_iter().next());
+        self.record_bake("docker/bake-action", pos, workdir.as_deref(), files);
     }
 
     /// `docker buildx bake --set …`: the args it forces on targets.

@@ -116,10 +116,15 @@ pub struct LintArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = LintFormat::Text)]
     pub format: LintFormat,
-    /// The bake files are built by kiln, which applies its cache policy:
-    /// missing cache refs of bake targets are not findings.
+    /// Judge every bake file as kiln builds it (kiln applies its cache
+    /// policy, so missing cache refs are not findings). Default: per bake
+    /// file, kiln's unless a workflow of its repository runs bake on it.
     #[arg(long)]
     pub kiln: bool,
+    /// Judge every bake file as `docker buildx bake` builds it (missing
+    /// cache refs are findings).
+    #[arg(long, conflicts_with = "kiln")]
+    pub buildx: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

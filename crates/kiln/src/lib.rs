@@ -110,7 +110,13 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             let s = commands::lint::LintSettings {
                 paths: a.paths,
                 format: a.format,
-                kiln: a.kiln,
+                view: if a.kiln {
+                    kiln_lint::View::Kiln
+                } else if a.buildx {
+                    kiln_lint::View::Buildx
+                } else {
+                    kiln_lint::View::Auto
+                },
             };
             commands::lint::run(s, out)
         }

@@ -113,9 +113,18 @@ fn missing_path_exits_2() {
 #[test]
 fn kiln_built_bake_files_need_no_hand_written_cache() {
     let twin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/twin");
-    let o = kiln(&twin, &["lint", "--format", "json"]);
+    // Judged as buildx bake builds it: the missing export is an error.
+    let o = kiln(&twin, &["lint", "--buildx", "--format", "json"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stdout(&o).contains("\"no-cache-export\""), "{}", stdout(&o));
+    // No workflow runs bake on the twin: by default it is judged as kiln
+    // builds it, like --kiln, and the summary says what was set aside.
+    let o = kiln(&twin, &["lint", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["summary"]["set_aside"].as_u64().unwrap() > 0, "{v}");
+    let o = kiln(&twin, &["lint", "--kiln", "--buildx"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let o = kiln(&twin, &["lint", "--kiln", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();

@@ -12,14 +12,14 @@ use crate::error::{CliError, Kind};
 pub struct LintSettings {
     pub paths: Vec<String>,
     pub format: LintFormat,
-    /// Bake files are built by kiln (its cache policy applies).
-    pub kiln: bool,
+    /// How bake files are judged: as kiln builds them, as buildx bake
+    /// does, or per file (`--kiln`, `--buildx`, default).
+    pub view: kiln_lint::View,
 }
 
 pub fn run(s: LintSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let paths: Vec<PathBuf> = s.paths.iter().map(PathBuf::from).collect();
-    let opts = kiln_lint::Options { kiln: s.kiln };
-    let report = kiln_lint::lint_with(&paths, &opts).map_err(|e| {
+    let report = kiln_lint::lint_as(&paths, s.view).map_err(|e| {
         CliError::usage(e).with_hint("kiln lint takes files or directories; without a path it searches the current directory")
     })?;
     let text = match s.format {
