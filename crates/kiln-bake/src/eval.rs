@@ -179,31 +179,7 @@ impl<'e> Evaluator<'e> {
                 then,
                 otherwise,
                 ..
-            } => {
-                let c = self.eval(cond)?;
-                if c.is_null() {
-                    return Err(d(
-                        cond.span(),
-                        "Null condition",
-                        "The condition value is null. Conditions must either be true or false.",
-                    ));
-                }
-                let c = match convert(c, &Type::Bool) {
-                    Ok(Value::Bool(b)) => b,
-                    _ => {
-                        return Err(d(
-                            cond.span(),
-                            "Incorrect condition type",
-                            "The condition expression must be of type bool.",
-                        ));
-                    }
-                };
-                if c {
-                    self.eval(then)
-                } else {
-                    self.eval(otherwise)
-                }
-            }
+            } => self.conditional(cond, then, otherwise),
             Expr::Unary { op, expr, span } => {
                 let v = self.eval(expr)?;
                 let f = match op {
@@ -233,6 +209,83 @@ impl<'e> Evaluator<'e> {
                 self.operator(f, vec![l, r], &[lhs.span(), rhs.span()], *span)
             }
             Expr::For(fe) => self.for_expr(fe),
+        }
+    }
+
+    /// HCL's `ConditionalExpr`: both arms are evaluated and their types
+    /// unified with go-cty's `UnifyUnsafe` before the condition is looked
+    /// at; the chosen arm is converted to the unified type (so a list arm
+    /// next to a set arm becomes a set, and sorts). A literal `null` arm
+    /// takes the other arm's type; an arm of unknown type (an arm that
+    /// failed) leaves the result unconverted. Errors in the arm that is not
+    /// chosen are dropped, as HCL drops its diagnostics.
+    fn conditional(&mut self, cond: &Expr, then: &Expr, otherwise: &Expr) -> Result<Value, Diags> {
+        let t = self.eval(then);
+        let f = self.eval(otherwise);
+        let ty_of = |r: &Result<Value, Diags>, e: &Expr| match r {
+            Ok(v) => v.ty(),
+            Err(_) => failed_type(e),
+        };
+        let (tt, ft) = (ty_of(&t, then), ty_of(&f, otherwise));
+        let dyn_null = |r: &Result<Value, Diags>| matches!(r, Ok(Value::Null(Type::Dynamic)));
+        // The conversion to apply to the true and to the false result.
+        let (conv_t, conv_f) = if dyn_null(&t) {
+            (Some(ft), None)
+        } else if dyn_null(&f) {
+            (None, Some(tt))
+        } else if tt == Type::Dynamic || ft == Type::Dynamic {
+            (None, None)
+        } else {
+            match crate::unify::unify(&[tt.clone(), ft.clone()]) {
+                Some(u) => (
+                    Some(u.clone()).filter(|u| *u != tt),
+                    Some(u).filter(|u| *u != ft),
+                ),
+                None => {
+                    return Err(d(
+                        then.span().to(otherwise.span()),
+                        "Inconsistent conditional result types",
+                        format!(
+                            "The true and false result expressions must have consistent types. {}.",
+                            describe_conditional_mismatch(&tt, &ft)
+                        ),
+                    ));
+                }
+            }
+        };
+        let c = self.eval(cond)?;
+        if c.is_null() {
+            return Err(d(
+                cond.span(),
+                "Null condition",
+                "The condition value is null. Conditions must either be true or false.",
+            ));
+        }
+        let c = match convert(c, &Type::Bool) {
+            Ok(Value::Bool(b)) => b,
+            _ => {
+                return Err(d(
+                    cond.span(),
+                    "Incorrect condition type",
+                    "The condition expression must be of type bool.",
+                ));
+            }
+        };
+        let (result, conv, arm, which) = if c {
+            (t, conv_t, then, "true")
+        } else {
+            (f, conv_f, otherwise, "false")
+        };
+        let v = result?;
+        match conv {
+            Some(ty) => convert(v, &ty).map_err(|m| {
+                d(
+                    arm.span(),
+                    "Inconsistent conditional result types",
+                    format!("The {which} result value has the wrong type: {m}."),
+                )
+            }),
+            None => Ok(v),
         }
     }
 
@@ -740,6 +793,97 @@ impl<'e> Evaluator<'e> {
 }
 
 /// Converts an interpolated value to its string form in a template.
+/// The type of the (unknown) value hclsyntax returns for an expression that
+/// failed: templates still produce a string and operators their result
+/// type; everything else is of unknown type.
+fn failed_type(e: &Expr) -> Type {
+    match e {
+        Expr::Template(parts, _) => match parts.as_slice() {
+            [TPart::Interp(inner)] => failed_type(inner),
+            _ => Type::String,
+        },
+        Expr::Binary { op, .. } => match op {
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => Type::Number,
+            _ => Type::Bool,
+        },
+        Expr::Unary { op, .. } => match op {
+            UnaryOp::Neg => Type::Number,
+            UnaryOp::Not => Type::Bool,
+        },
+        _ => Type::Dynamic,
+    }
+}
+
+/// hclsyntax's `describeConditionalTypeMismatch`.
+fn describe_conditional_mismatch(t: &Type, f: &Type) -> String {
+    match (t, f) {
+        (Type::Object(ta), Type::Object(fa)) => {
+            for (name, aty) in ta {
+                match fa.get(name) {
+                    None => {
+                        return format!(
+                            "The 'true' value includes object attribute {name:?}, which is absent in the 'false' value"
+                        );
+                    }
+                    Some(faty) if faty != aty => {
+                        return format!(
+                            "Type mismatch for object attribute {name:?}: {}",
+                            describe_conditional_mismatch(aty, faty)
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(name) = fa.keys().find(|k| !ta.contains_key(*k)) {
+                return format!(
+                    "The 'false' value includes object attribute {name:?}, which is absent in the 'true' value"
+                );
+            }
+        }
+        (Type::Tuple(te), Type::Tuple(fe)) => {
+            if te.len() != fe.len() {
+                return format!(
+                    "The 'true' tuple has length {}, but the 'false' tuple has length {}",
+                    te.len(),
+                    fe.len()
+                );
+            }
+            for (i, (a, b)) in te.iter().zip(fe).enumerate() {
+                if a != b {
+                    return format!(
+                        "Type mismatch for tuple element {i}: {}",
+                        describe_conditional_mismatch(a, b)
+                    );
+                }
+            }
+        }
+        (Type::List(a), Type::List(b))
+        | (Type::Set(a), Type::Set(b))
+        | (Type::Map(a), Type::Map(b))
+            if matches!(
+                (&**a, &**b),
+                (Type::Object(_), Type::Object(_)) | (Type::Tuple(_), Type::Tuple(_))
+            ) =>
+        {
+            let noun = match t {
+                Type::List(_) => "list",
+                Type::Set(_) => "set",
+                _ => "map",
+            };
+            return format!(
+                "Mismatched {noun} element types: {}",
+                describe_conditional_mismatch(a, b)
+            );
+        }
+        _ => {}
+    }
+    let (tn, fname) = (t.friendly_name(), f.friendly_name());
+    if tn == fname {
+        return "At least one deeply-nested attribute or element is not compatible across both the 'true' and the 'false' value".into();
+    }
+    format!("The 'true' value is {tn}, but the 'false' value is {fname}")
+}
+
 fn template_string(v: Value, span: Span) -> Result<String, Diags> {
     match v {
         Value::Null(_) => Err(d(
@@ -1177,6 +1321,69 @@ mod tests {
         assert!(
             t("\"string\"").is_ok(),
             "JSON syntax writes types as strings"
+        );
+    }
+
+    #[test]
+    fn conditional_unifies_arm_types_like_hcl() {
+        let ty = |src: &str| ev(src).unwrap().ty();
+        // A tuple arm next to a set arm becomes a set (sorted, unique), as
+        // go-cty's UnifyUnsafe makes it; the arm that is not taken counts.
+        assert_eq!(
+            json(r#"false ? setsubtract(["x"], []) : ["b", "a", "b"]"#),
+            serde_json::json!(["a", "b"])
+        );
+        assert_eq!(
+            ty(r#"false ? setsubtract(["x"], []) : ["b", "a"]"#),
+            Type::set(Type::String)
+        );
+        // list and set: the list is preferred, the set converts to it.
+        assert_eq!(
+            ty(r#"false ? sort(["a"]) : setunion(["b"])"#),
+            Type::list(Type::String)
+        );
+        // Tuples of different lengths unify to a list, elements to string.
+        assert_eq!(json(r#"true ? [1] : ["a", "b"]"#), serde_json::json!(["1"]));
+        assert_eq!(ty(r#"true ? [1] : ["a", "b"]"#), Type::list(Type::String));
+        // Primitives: string wins.
+        assert_eq!(json(r#"true ? 1 : "x""#), "1");
+        // Objects with different attributes unify to a map.
+        assert_eq!(
+            json(r#"true ? { a = 1 } : { b = "x" }"#),
+            serde_json::json!({"a": "1"})
+        );
+        assert_eq!(
+            ty(r#"true ? { a = 1 } : { b = "x" }"#),
+            Type::map(Type::String)
+        );
+        // A literal null arm takes the other arm's type.
+        let v = ev(r#"true ? null : ["a"]"#).unwrap();
+        assert!(v.is_null());
+        assert_eq!(v.ty(), Type::Tuple(vec![Type::String]));
+        assert_eq!(json(r#"false ? null : ["a"]"#), serde_json::json!(["a"]));
+        // Types that do not unify are an error, whatever the condition.
+        let e = ev(r#"false ? "a" : ["b"]"#).unwrap_err();
+        assert!(e.contains("Inconsistent conditional result types"), "{e}");
+        assert!(
+            e.contains("The 'true' value is string, but the 'false' value is tuple"),
+            "{e}"
+        );
+        let e = ev(r#"true ? { a = "x" } : { b = ["y"] }"#).unwrap_err();
+        assert!(e.contains("Inconsistent conditional result types"), "{e}");
+        assert!(e.contains("object attribute \"a\""), "{e}");
+        assert!(
+            ev("true ? true : 1").is_err(),
+            "bool and number do not unify"
+        );
+        // Errors in the arm that is not taken are dropped; an arm that failed
+        // has an unknown type and does not constrain the other.
+        assert_eq!(json(r#"false ? nope : ["x"]"#), serde_json::json!(["x"]));
+        assert!(ev(r#"true ? nope : ["x"]"#).unwrap_err().contains("nope"));
+        // A failed template is still a string: it does not unify with a tuple.
+        assert!(
+            ev(r#"false ? "${nope}-x" : ["x"]"#)
+                .unwrap_err()
+                .contains("Inconsistent conditional result types")
         );
     }
 

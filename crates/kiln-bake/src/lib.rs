@@ -184,6 +184,18 @@ pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
 }
 
 impl Bake {
+    /// The warnings of the evaluation (attributes and blocks that buildx
+    /// ignores), rendered like errors: message, `file:line:col` and the
+    /// source line with a caret. Print them on stderr, each prefixed with
+    /// `warning: `.
+    pub fn render_warnings(&self) -> Vec<String> {
+        self.config
+            .warnings
+            .iter()
+            .map(|d| diag::render(&Diags::one(d.clone()), &self.sources))
+            .collect()
+    }
+
     /// `ReadTargets`: resolves requested names with `--set` overrides.
     pub fn resolve(
         &self,
@@ -350,9 +362,18 @@ pub fn list_targets(c: &Config) -> String {
         rows.push((t.name.clone(), t.description.clone().unwrap_or_default()));
     }
     for g in &c.groups {
+        // buildx: the description, then the sorted members in parentheses
+        // (just the members when there is no description).
         let mut d = g.description.clone().unwrap_or_default();
-        if !d.is_empty() {
-            d = format!("{d} ({})", g.targets.join(", "));
+        if !g.targets.is_empty() {
+            let mut members = g.targets.clone();
+            members.sort();
+            let names = members.join(", ");
+            d = if d.is_empty() {
+                names
+            } else {
+                format!("{d} ({names})")
+            };
         }
         rows.push((g.name.clone(), d));
     }
@@ -394,4 +415,20 @@ pub fn list_variables(c: &Config) -> String {
         ]);
     }
     tabwrite(&table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_shows_group_descriptions_and_sorted_members() {
+        let src = "group \"default\" {\n  description = \"Everything\"\n  targets = [\"b\", \"a\"]\n}\ngroup \"g\" {\n  targets = [\"b\", \"a\"]\n}\ntarget \"a\" {}\ntarget \"b\" {}\n";
+        let bake = load(vec![("t.hcl".into(), src.into())], &Options::default()).unwrap();
+        let out = list_targets(&bake.config);
+        assert_eq!(
+            out,
+            "TARGET\tDESCRIPTION\na\t\nb\t\ndefault\tEverything (a, b)\ng\ta, b\n"
+        );
+    }
 }

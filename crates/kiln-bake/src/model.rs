@@ -80,6 +80,50 @@ impl Resources {
         J::Object(m2)
     }
 
+    /// buildx's cty type of `resources` (every attribute optional).
+    fn cty_type() -> Type {
+        Type::Object(
+            [
+                ("memory", Type::String),
+                ("memory-swap", Type::String),
+                ("cpu-shares", Type::Number),
+                ("cpu-period", Type::Number),
+                ("cpu-quota", Type::Number),
+                ("cpuset-cpus", Type::String),
+                ("cpuset-mems", Type::String),
+            ]
+            .into_iter()
+            .map(|(k, t)| (k.to_string(), t))
+            .collect(),
+        )
+    }
+
+    /// The object `target.<name>.resources` reads: unset fields are nulls.
+    fn cty_value(&self) -> Value {
+        let s = |v: &Option<String>| match v {
+            Some(s) => Value::String(s.clone()),
+            None => Value::Null(Type::String),
+        };
+        let n = |v: Option<i64>| match v {
+            Some(n) => Value::Number(n as f64),
+            None => Value::Null(Type::Number),
+        };
+        Value::Object(
+            [
+                ("memory", s(&self.memory)),
+                ("memory-swap", s(&self.memory_swap)),
+                ("cpu-shares", n(self.cpu_shares)),
+                ("cpu-period", n(self.cpu_period)),
+                ("cpu-quota", n(self.cpu_quota)),
+                ("cpuset-cpus", s(&self.cpuset_cpus)),
+                ("cpuset-mems", s(&self.cpuset_mems)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        )
+    }
+
     /// Sets one field from its `--set` / HCL key; integers are parsed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         let int = |v: &str| {
@@ -560,6 +604,81 @@ fn want_resources(v: Value) -> Result<Option<Resources>, String> {
     Ok(Some(r))
 }
 
+/// The element type buildx's `ToCtyValue` gives a structured entry.
+fn entry_cty_type(kind: EntryKind) -> Type {
+    match kind {
+        EntryKind::Secret => Type::Object(
+            ["id", "src", "env"]
+                .into_iter()
+                .map(|k| (k.to_string(), Type::String))
+                .collect(),
+        ),
+        EntryKind::Ssh => Type::Object(
+            [
+                ("id".to_string(), Type::String),
+                ("paths".to_string(), Type::list(Type::String)),
+            ]
+            .into(),
+        ),
+        EntryKind::Output | EntryKind::Cache | EntryKind::Attest | EntryKind::Policy => {
+            Type::map(Type::String)
+        }
+    }
+}
+
+/// One entry as buildx's `ToCtyValue` builds it.
+fn entry_cty_value(e: &Entry, kind: EntryKind) -> Value {
+    let text = |v: &J| match v {
+        J::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let get = |k: &str| e.get(k).map(text).unwrap_or_default();
+    match kind {
+        EntryKind::Secret => Value::Object(
+            ["id", "src", "env"]
+                .into_iter()
+                .map(|k| (k.to_string(), Value::String(get(k))))
+                .collect(),
+        ),
+        EntryKind::Ssh => {
+            let paths: Vec<Value> = match e.get("paths") {
+                Some(J::Array(a)) => a.iter().map(|p| Value::String(text(p))).collect(),
+                _ => Vec::new(),
+            };
+            Value::Object(
+                [
+                    ("id".to_string(), Value::String(get("id"))),
+                    ("paths".to_string(), Value::list_of(Type::String, paths)),
+                ]
+                .into(),
+            )
+        }
+        _ => {
+            let mut m: BTreeMap<String, Value> = BTreeMap::new();
+            for (k, v) in e {
+                if kind == EntryKind::Attest && k == "disabled" {
+                    // Only a disabled attestation carries the key, as "true".
+                    if v == &J::Bool(true) {
+                        m.insert(k.clone(), Value::string("true"));
+                    }
+                    continue;
+                }
+                m.insert(k.clone(), Value::String(text(v)));
+            }
+            if matches!(
+                kind,
+                EntryKind::Output | EntryKind::Cache | EntryKind::Attest
+            ) {
+                m.entry("type".into()).or_insert_with(|| Value::string(""));
+            }
+            if kind == EntryKind::Output {
+                m.entry("dest".into()).or_insert_with(|| Value::string(""));
+            }
+            Value::Map(Type::String, m)
+        }
+    }
+}
+
 impl Target {
     /// Sets one attribute from an evaluated value (what gohcl's decode does).
     pub fn set_attr(&mut self, attr: &str, v: Value) -> Result<(), String> {
@@ -604,30 +723,85 @@ impl Target {
         Ok(())
     }
 
-    /// The value `target.<name>.<attr>` reads: the decoded field re-encoded, so
-    /// structured entries read back as objects.
+    /// The value `target.<name>.<attr>` reads, typed as buildx's cty view of
+    /// its `Target` struct (gocty over the Go field types): unset
+    /// `[]string` fields are null lists of string and `[]` is an empty list,
+    /// unset `*string`/`*bool`/maps are typed nulls, `description` is the Go
+    /// string (`""` when unset), and structured entries read back as
+    /// buildx's `ToCtyValue` shapes (cache, output, attest and policy
+    /// entries as maps of string, secrets and SSH keys as objects).
     pub fn attr_value(&self, attr: &str) -> Value {
-        if attr == "name" {
-            return Value::string(self.name.clone());
-        }
-        let j = self.field_json(attr, false);
-        match j {
-            None => Value::null(),
-            Some(j) => {
-                let v = crate::value::from_json(&j);
-                // Lists of strings read back as lists, maps as maps.
-                match v {
-                    Value::Tuple(items) => {
-                        Value::list(items.clone()).unwrap_or(Value::Tuple(items))
-                    }
-                    Value::Object(m)
-                        if matches!(attr, "args" | "labels" | "contexts" | "extra-hosts") =>
-                    {
-                        Value::map(m.clone()).unwrap_or(Value::Object(m))
-                    }
-                    other => other,
+        let string = |v: &Option<String>| match v {
+            Some(s) => Value::String(s.clone()),
+            None => Value::Null(Type::String),
+        };
+        let strings = |v: &Option<Vec<String>>| match v {
+            Some(l) => Value::list_of(Type::String, l.iter().cloned().map(Value::String).collect()),
+            None => Value::Null(Type::list(Type::String)),
+        };
+        let boolean = |v: Option<bool>| match v {
+            Some(b) => Value::Bool(b),
+            None => Value::Null(Type::Bool),
+        };
+        let smap = |m: &Option<BTreeMap<String, Option<String>>>| match m {
+            Some(m) => Value::Map(
+                Type::String,
+                m.iter().map(|(k, v)| (k.clone(), string(v))).collect(),
+            ),
+            None => Value::Null(Type::map(Type::String)),
+        };
+        let entries = |v: &Option<Vec<Entry>>, kind: EntryKind| {
+            let ety = entry_cty_type(kind);
+            match v {
+                Some(l) => {
+                    Value::list_of(ety, l.iter().map(|e| entry_cty_value(e, kind)).collect())
                 }
+                None => Value::Null(Type::list(ety)),
             }
+        };
+        match attr {
+            "name" => Value::string(self.name.clone()),
+            "description" => Value::string(self.description.clone().unwrap_or_default()),
+            "inherits" => strings(&self.inherits),
+            "annotations" => strings(&self.annotations),
+            "attest" => entries(&self.attest, EntryKind::Attest),
+            "context" => string(&self.context),
+            "contexts" => match &self.contexts {
+                Some(m) => Value::Map(
+                    Type::String,
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect(),
+                ),
+                None => Value::Null(Type::map(Type::String)),
+            },
+            "dockerfile" => string(&self.dockerfile),
+            "dockerfile-inline" => string(&self.dockerfile_inline),
+            "args" => smap(&self.args),
+            "labels" => smap(&self.labels),
+            "tags" => strings(&self.tags),
+            "cache-from" => entries(&self.cache_from, EntryKind::Cache),
+            "cache-to" => entries(&self.cache_to, EntryKind::Cache),
+            "target" => string(&self.target),
+            "secret" => entries(&self.secret, EntryKind::Secret),
+            "ssh" => entries(&self.ssh, EntryKind::Ssh),
+            "platforms" => strings(&self.platforms),
+            "output" => entries(&self.output, EntryKind::Output),
+            "pull" => boolean(self.pull),
+            "no-cache" => boolean(self.no_cache),
+            "network" => string(&self.network),
+            "no-cache-filter" => strings(&self.no_cache_filter),
+            "shm-size" => string(&self.shm_size),
+            "ulimits" => strings(&self.ulimits),
+            "resources" => match &self.resources {
+                Some(r) => r.cty_value(),
+                None => Value::Null(Resources::cty_type()),
+            },
+            "call" => string(&self.call),
+            "entitlements" => strings(&self.entitlements),
+            "extra-hosts" => smap(&self.extra_hosts),
+            "policy" => entries(&self.policy, EntryKind::Policy),
+            _ => Value::null(),
         }
     }
 
@@ -673,20 +847,15 @@ impl Target {
         keywise(&mut self.labels, &o.labels);
         over(&mut self.tags, &o.tags);
         if let Some(b) = &o.cache_from {
-            let a = self.cache_from.get_or_insert_with(Vec::new);
-            for e in b {
-                if !a.contains(e) {
-                    a.push(e.clone());
-                }
-            }
+            self.cache_from = merge_cache(self.cache_from.take(), b.clone());
         }
         over(&mut self.cache_to, &o.cache_to);
         over(&mut self.target, &o.target);
         if let Some(b) = &o.secret {
-            merge_by_key(self.secret.get_or_insert_with(Vec::new), b, "id");
+            self.secret = merge_entries(self.secret.take(), b.clone());
         }
         if let Some(b) = &o.ssh {
-            merge_by_key(self.ssh.get_or_insert_with(Vec::new), b, "id");
+            self.ssh = merge_entries(self.ssh.take(), b.clone());
         }
         over(&mut self.platforms, &o.platforms);
         over(&mut self.output, &o.output);
@@ -730,32 +899,21 @@ impl Target {
             e.push("network.host".into());
         }
         dedupe(&mut self.entitlements);
-        for l in [&mut self.cache_from, &mut self.cache_to, &mut self.output]
-            .into_iter()
-            .flatten()
-        {
-            let mut out: Vec<Entry> = Vec::new();
-            for e in l.drain(..) {
-                if !out.contains(&e) {
-                    out.push(e);
-                }
-            }
-            *l = out;
+        // Cache, output, secret and SSH lists go through buildx's
+        // `removeDupes`, which does not keep the order (see there).
+        for l in [
+            &mut self.cache_from,
+            &mut self.cache_to,
+            &mut self.output,
+            &mut self.secret,
+            &mut self.ssh,
+        ] {
+            *l = normalize_entries(l.take());
         }
         if let Some(a) = &mut self.attest {
             let mut out: Vec<Entry> = Vec::new();
             merge_by_key(&mut out, a, "type");
             *a = out;
-        }
-        if let Some(s) = &mut self.secret {
-            let mut out: Vec<Entry> = Vec::new();
-            merge_by_key(&mut out, s, "id");
-            *s = out;
-        }
-        if let Some(s) = &mut self.ssh {
-            let mut out: Vec<Entry> = Vec::new();
-            merge_by_key(&mut out, s, "id");
-            *s = out;
         }
         if let Some(c) = &mut self.contexts {
             c.retain(|_, v| !v.is_empty());
@@ -898,6 +1056,64 @@ fn ordered_entries(v: &Option<Vec<Entry>>, first: &[&str]) -> Option<J> {
     ))
 }
 
+/// buildx's `removeDupes` (util/buildflags): walks backwards from the
+/// second-to-last element; when an element has an equal one after it, that
+/// later duplicate is swapped with the current last element and the slice is
+/// shortened by one. So `[a, b, a, c, d]` becomes `[a, b, d, c]`, not
+/// `[a, b, c, d]`. Works in place on the whole vector, like Go on the
+/// backing array, and returns the new length (the removed duplicates are
+/// left after it).
+pub fn remove_dupes<T: PartialEq>(s: &mut [T]) -> usize {
+    let mut len = s.len();
+    let mut i = len.saturating_sub(1);
+    while i > 0 {
+        i -= 1;
+        if let Some(j) = (i + 1..len).find(|&j| s[i] == s[j]) {
+            s.swap(j, len - 1);
+            len -= 1;
+        }
+    }
+    len
+}
+
+/// `CacheOptions.Normalize` / `Exports.Normalize` / ...: `nil` when empty,
+/// else the list without duplicates ([`remove_dupes`]).
+pub fn normalize_entries(v: Option<Vec<Entry>>) -> Option<Vec<Entry>> {
+    let mut v = v.filter(|v| !v.is_empty())?;
+    let n = remove_dupes(&mut v);
+    v.truncate(n);
+    Some(v)
+}
+
+/// `CacheOptions.Merge`: the concatenation, normalised.
+pub fn merge_cache(a: Option<Vec<Entry>>, b: Vec<Entry>) -> Option<Vec<Entry>> {
+    match a {
+        None => normalize_entries(Some(b)),
+        Some(mut a) => {
+            a.extend(b);
+            normalize_entries(Some(a))
+        }
+    }
+}
+
+/// `Exports.Merge` / `Secrets.Merge` / `SSHKeys.Merge`: like
+/// [`merge_cache`], except that merging into an unset list returns the other
+/// list at its full length after `removeDupes` has reordered it in place
+/// (Go discards the shortened slice there), so its duplicates survive until
+/// the target is normalised.
+pub fn merge_entries(a: Option<Vec<Entry>>, mut b: Vec<Entry>) -> Option<Vec<Entry>> {
+    match a {
+        None => {
+            remove_dupes(&mut b);
+            Some(b)
+        }
+        Some(mut a) => {
+            a.extend(b);
+            normalize_entries(Some(a))
+        }
+    }
+}
+
 fn merge_by_key(a: &mut Vec<Entry>, b: &[Entry], key: &str) {
     for e in b {
         let k = e.get(key);
@@ -979,6 +1195,27 @@ mod tests {
         assert_eq!(csv_fields("a,\"b,c\"").unwrap(), vec!["a", "b,c"]);
         assert_eq!(csv_record("k:\"v:w\"", ':').unwrap(), vec!["k", "v:w"]);
         assert_eq!(csv_record("a,b:c", ':').unwrap(), vec!["a,b", "c"]);
+    }
+
+    #[test]
+    fn remove_dupes_is_buildx_order() {
+        fn run(v: &[&'static str]) -> Vec<&'static str> {
+            let mut v = v.to_vec();
+            let n = remove_dupes(&mut v);
+            v.truncate(n);
+            v
+        }
+        assert_eq!(run(&["a", "b", "a", "c", "d"]), ["a", "b", "d", "c"]);
+        assert_eq!(run(&["a", "a", "a"]), ["a"]);
+        assert_eq!(run(&["a", "b", "b", "a", "c"]), ["a", "b", "c"]);
+        assert_eq!(run(&["x", "a", "y", "a", "z"]), ["x", "a", "y", "z"]);
+        assert_eq!(run(&[]), Vec::<&str>::new());
+        // Merging into an unset list keeps the other list's full length
+        // (Go discards the shortened slice), reordered.
+        let e = |r: &str| parse_entries(r, EntryKind::Output).unwrap().remove(0);
+        let merged = merge_entries(None, vec![e("a"), e("b"), e("a"), e("c")]).unwrap();
+        let dests: Vec<&str> = merged.iter().map(|x| x["dest"].as_str().unwrap()).collect();
+        assert_eq!(dests, ["a", "b", "c", "a"]);
     }
 
     #[test]

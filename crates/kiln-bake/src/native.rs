@@ -12,7 +12,20 @@ use crate::value::Value;
 
 /// Parses a whole file body.
 pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
-    let body = hcl_edit::parser::parse_body(text).map_err(|e| parse_error(&e, text, file, 0))?;
+    let body = hcl_edit::parser::parse_body(text).map_err(|e| {
+        let d = parse_error(&e, text, file, 0);
+        // A quoted string left open runs into the following lines, and the
+        // parser only notices lines later; point at the string instead.
+        match (unterminated_string(text), d.0.first().and_then(|d| d.span)) {
+            (Some(start), Some(at)) if start <= at.start as usize => Diags::at(
+                Span::new(file, start, start + 1),
+                "Unterminated string",
+                "This quoted string has no closing `\"` on its line, and quoted strings cannot span lines. \
+                 Close it with `\"` on the same line; for text over several lines, write `\\n` or use a heredoc (`<<EOT` ... `EOT`).",
+            ),
+            _ => d,
+        }
+    })?;
     let mut lw = Lower { file, base: 0 };
     Ok(lw.body(&body, Span::new(file, 0, text.len())))
 }
@@ -57,6 +70,110 @@ fn parse_error(e: &hcl_edit::parser::Error, text: &str, file: u32, base: usize) 
         "Invalid HCL syntax",
         e.message().to_string(),
     ))
+}
+
+/// The byte offset of the first quoted string that is still open at the end
+/// of its line, if any. A lexical scan only: comments, `${`/`%{`
+/// interpolations (which may span lines and hold strings of their own),
+/// escapes and heredocs are followed; anything else is skipped byte by byte.
+fn unterminated_string(text: &str) -> Option<usize> {
+    #[derive(Clone, Copy)]
+    enum Ctx {
+        /// Expression code; `depth` counts braces opened inside it, so the
+        /// `}` closing an interpolation can be told from an object's.
+        Code { depth: usize },
+        /// Inside a quoted string that started at this offset.
+        Str(usize),
+    }
+    let b = text.as_bytes();
+    let mut stack = vec![Ctx::Code { depth: 0 }];
+    let mut i = 0;
+    while i < b.len() {
+        match stack.last_mut()? {
+            Ctx::Str(start) => {
+                let start = *start;
+                match b[i] {
+                    b'\\' => i += 2,
+                    b'\n' => return Some(start),
+                    b'"' => {
+                        stack.pop();
+                        i += 1;
+                    }
+                    b'$' | b'%' if b.get(i + 1) == Some(&b[i]) && b.get(i + 2) == Some(&b'{') => {
+                        // `$${` / `%%{`: a literal `${` / `%{`.
+                        i += 3;
+                    }
+                    b'$' | b'%' if b.get(i + 1) == Some(&b'{') => {
+                        stack.push(Ctx::Code { depth: 0 });
+                        i += 2;
+                    }
+                    _ => i += 1,
+                }
+            }
+            Ctx::Code { depth } => match b[i] {
+                b'"' => {
+                    stack.push(Ctx::Str(i));
+                    i += 1;
+                }
+                b'{' => {
+                    *depth += 1;
+                    i += 1;
+                }
+                b'}' => {
+                    if *depth == 0 {
+                        // Closes an interpolation (or is a stray brace at
+                        // the top level, which the parser reports).
+                        if stack.len() > 1 {
+                            stack.pop();
+                        }
+                    } else {
+                        *depth -= 1;
+                    }
+                    i += 1;
+                }
+                b'#' => i = line_end(b, i),
+                b'/' if b.get(i + 1) == Some(&b'/') => i = line_end(b, i),
+                b'/' if b.get(i + 1) == Some(&b'*') => {
+                    i = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                }
+                b'<' if b.get(i + 1) == Some(&b'<') => i = skip_heredoc(text, i),
+                _ => i += 1,
+            },
+        }
+    }
+    None
+}
+
+fn line_end(b: &[u8], from: usize) -> usize {
+    b[from..]
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(b.len(), |p| from + p)
+}
+
+/// Skips a heredoc starting at `<<` (or `<<-`) at `i`: to the end of the
+/// line holding only its marker. Not a heredoc: skips the `<<`.
+fn skip_heredoc(text: &str, i: usize) -> usize {
+    let rest = &text[i + 2..];
+    let rest = rest.strip_prefix('-').unwrap_or(rest);
+    let marker: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    let after = &rest[marker.len()..];
+    let after = after.strip_prefix('\r').unwrap_or(after);
+    if marker.is_empty() || !after.starts_with('\n') {
+        return i + 2;
+    }
+    let body_start = text.len() - after.len() + 1;
+    let mut at = body_start;
+    for line in text[body_start..].split_inclusive('\n') {
+        at += line.len();
+        if line.trim() == marker {
+            return at;
+        }
+    }
+    text.len()
 }
 
 struct Lower {
@@ -354,5 +471,38 @@ fn strip_leading(parts: &mut [TPart]) {
 fn strip_trailing(parts: &mut [TPart]) {
     if let Some(TPart::Lit(s)) = parts.last_mut() {
         *s = s.trim_end().to_string();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(src: &str) -> String {
+        let mut srcs = crate::diag::Sources::default();
+        let id = srcs.add(crate::diag::Source::new("t.hcl", src));
+        crate::diag::render(&parse_body(src, id).unwrap_err(), &srcs)
+    }
+
+    #[test]
+    fn unterminated_string_points_at_its_start() {
+        let e = err("target \"a\" {\n  tags = [\"a]\n  platforms = [\"linux/amd64\"]\n}\n");
+        assert!(e.starts_with("Unterminated string"), "{e}");
+        assert!(e.contains("--> t.hcl:2:11"), "{e}");
+        assert!(e.contains("2 |   tags = [\"a]"), "{e}");
+        assert!(e.contains("heredoc"), "says how to fix it: {e}");
+        // Strings inside interpolations, escapes, comments and heredocs are
+        // followed; a string opened inside an interpolation is found too.
+        let e = err(
+            "# \"not a string\n/* \" */\nx = <<EOT\n\"\nEOT\ny = \"a\\\"${ \"}\" } \\\\\"\nz = \"${ upper(\"b) }\n\n",
+        );
+        assert!(e.contains("--> t.hcl:7:15"), "{e}");
+    }
+
+    #[test]
+    fn other_syntax_errors_are_unchanged() {
+        let e = err("target \"a\" {\n  tags = [\"a\" \"b\"]\n}\n");
+        assert!(e.starts_with("Invalid HCL syntax"), "{e}");
+        assert_eq!(unterminated_string("a = \"x\"\nb = \"${\n  c\n}\"\n"), None);
     }
 }

@@ -68,6 +68,10 @@ pub struct Config {
     pub group_spans: HashMap<String, Span>,
     /// The directory of the file that first declared each target.
     pub target_dirs: HashMap<String, String>,
+    /// Things buildx silently ignores (attributes and blocks it does not
+    /// know), in source order, each at most once. Not errors: the CLI prints
+    /// them on stderr (render with [`crate::Bake::render_warnings`]).
+    pub warnings: Vec<Diag>,
 }
 
 struct VarDecl {
@@ -118,6 +122,11 @@ struct Program<'o> {
     /// (kind, final name) → instances, built on the first block reference.
     index: Option<InstanceIndex>,
     indexing: bool,
+    /// Warnings for ignored attributes and blocks, deduplicated by span on
+    /// insert (blocks are decoded once per matrix instance and per
+    /// reference).
+    warnings: Vec<Diag>,
+    warned: HashSet<Span>,
 }
 
 const RESERVED_KINDS: &[&str] = &["target", "group"];
@@ -146,6 +155,8 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         index: None,
         indexing: false,
         nesting: 0,
+        warnings: Vec::new(),
+        warned: HashSet::new(),
     };
     let reserved = |n: &str| RESERVED_KINDS.contains(&n) || opts.builtins.contains_key(n);
     for body in bodies {
@@ -178,29 +189,29 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                         continue;
                     }
                     if b.kind == "variable" {
+                        // buildx decodes variable blocks with a `remain`
+                        // body: anything else in them is ignored.
                         for a in &b.body.attrs {
-                            if !matches!(a.name.as_str(), "default" | "type" | "description") {
-                                return Err(Diags::at(
-                                    a.name_span,
-                                    "Unsupported argument",
-                                    format!("An argument named {:?} is not expected here.", a.name),
-                                ));
+                            if !VARIABLE_ATTRS.contains(&a.name.as_str()) {
+                                p.warn(ignored_attribute(a, "variable", VARIABLE_ATTRS));
                             }
                         }
                         for vb in &b.body.blocks {
                             if vb.kind != "validation" {
-                                return Err(Diags::at(
-                                    vb.span,
-                                    "Unsupported block type",
-                                    format!("Blocks of type {:?} are not expected here.", vb.kind),
-                                ));
+                                p.warn(ignored_block(vb, "variable", VARIABLE_ATTRS));
                             }
                         }
                         let decl = VarDecl {
                             default: b.body.attr("default").map(|a| a.expr.clone()),
                             ty: b.body.attr("type").map(|a| a.expr.clone()),
                             description: b.body.attr("description").map(|a| a.expr.clone()),
-                            validations: b.body.blocks.clone(),
+                            validations: b
+                                .body
+                                .blocks
+                                .iter()
+                                .filter(|vb| vb.kind == "validation")
+                                .cloned()
+                                .collect(),
                             span: b.labels[0].1,
                         };
                         p.vars.shift_remove(name);
@@ -229,13 +240,10 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                     }
                     p.blocks.push(Rc::new(b.clone()));
                 }
-                other => {
-                    return Err(Diags::at(
-                        b.span,
-                        "Unsupported block type",
-                        format!("Blocks of type {other:?} are not expected here."),
-                    ));
-                }
+                // buildx reads the top level with partial schemas and drops
+                // the "Blocks are not allowed here" diagnostic of what
+                // remains, so unknown blocks are ignored.
+                _ => p.warn(ignored_block(b, "top-level", &[])),
             }
         }
     }
@@ -350,7 +358,56 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             cfg.groups.push(g);
         }
     }
+    cfg.warnings = std::mem::take(&mut p.warnings);
+    cfg.warnings
+        .sort_by_key(|d| d.span.map(|s| (s.file, s.start)).unwrap_or_default());
     Ok(cfg)
+}
+
+/// The attributes a `variable` block reads.
+const VARIABLE_ATTRS: &[&str] = &["default", "type", "description"];
+
+/// The attributes a `group` block reads.
+const GROUP_ATTRS: &[&str] = &["targets", "description"];
+
+/// The warning for an attribute buildx does not know and ignores.
+fn ignored_attribute(a: &Attribute, block: &str, known: &[&str]) -> Diag {
+    let hint = crate::suggest::suggest(&a.name, known.iter().copied())
+        .map(|s| format!(" Did you mean {s:?}?"))
+        .unwrap_or_default();
+    Diag::at(
+        a.name_span,
+        format!("Ignored unknown attribute {:?}", a.name),
+        format!(
+            "{block} blocks have no attribute named {:?}; docker buildx bake ignores it, and so does kiln.{hint}",
+            a.name
+        ),
+    )
+}
+
+/// The warning for a nested block buildx does not know and ignores.
+fn ignored_block(b: &Block, within: &str, attrs: &[&str]) -> Diag {
+    let hint = if attrs.contains(&b.kind.as_str()) {
+        format!(
+            " {:?} is an attribute: write `{} = {{ ... }}` (with `=`) to set it.",
+            b.kind, b.kind
+        )
+    } else {
+        String::new()
+    };
+    let place = if within == "top-level" {
+        "at the top level".to_string()
+    } else {
+        format!("in {within} blocks")
+    };
+    Diag::at(
+        b.span,
+        format!("Ignored unknown block {:?}", b.kind),
+        format!(
+            "Blocks of type {:?} are not expected {place}; docker buildx bake ignores the whole block, and so does kiln.{hint}",
+            b.kind
+        ),
+    )
 }
 
 fn is_valid_name(s: &str) -> bool {
@@ -365,6 +422,12 @@ pub fn name_error(name: &str) -> String {
 }
 
 impl Program<'_> {
+    fn warn(&mut self, d: Diag) {
+        if d.span.is_none_or(|s| self.warned.insert(s)) {
+            self.warnings.push(d);
+        }
+    }
+
     fn var_type(&self, name: &str) -> Result<Option<Type>, Diags> {
         match self.vars.get(name).and_then(|v| v.ty.as_ref()) {
             Some(t) => type_expr(t).map(Some).map_err(|mut e| {
@@ -794,12 +857,11 @@ impl Program<'_> {
         };
         let block = Rc::clone(&self.blocks[bi]);
         let body = &block.body;
-        if let Some(b) = body.blocks.first() {
-            return Err(Diags::at(
-                b.span,
-                "Unsupported block type",
-                format!("Blocks of type {:?} are not expected here.", b.kind),
-            ));
+        // buildx decodes target bodies through a filtering body whose
+        // `Content` is HCL's `PartialContent`: unknown attributes and all
+        // nested blocks are ignored without being evaluated.
+        for b in &body.blocks {
+            self.warn(ignored_block(b, "target", TARGET_ATTRS));
         }
         let mut errs = Vec::new();
         for a in &body.attrs {
@@ -807,14 +869,8 @@ impl Program<'_> {
                 continue;
             }
             if !TARGET_ATTRS.contains(&a.name.as_str()) {
-                let hint = crate::suggest::suggest(&a.name, TARGET_ATTRS.iter().copied())
-                    .map(|s| format!(" Did you mean {s:?}?"))
-                    .unwrap_or_default();
-                return Err(Diags::at(
-                    a.name_span,
-                    "Unsupported argument",
-                    format!("An argument named {:?} is not expected here.{hint}", a.name),
-                ));
+                self.warn(ignored_attribute(a, "target", TARGET_ATTRS));
+                continue;
             }
             let v = match self.instance_attr(bi, ii, &a.name, false) {
                 Ok(v) => v.unwrap_or_else(Value::null),
@@ -846,7 +902,15 @@ impl Program<'_> {
             name: b.labels[0].0.clone(),
             ..Group::default()
         };
+        for nb in &b.body.blocks {
+            self.warn(ignored_block(nb, "group", GROUP_ATTRS));
+        }
         for a in &b.body.attrs {
+            if !GROUP_ATTRS.contains(&a.name.as_str()) {
+                // Ignored (and never evaluated) by buildx, as in targets.
+                self.warn(ignored_attribute(a, "group", GROUP_ATTRS));
+                continue;
+            }
             let v = self
                 .instance_attr(bi, 0, &a.name, true)?
                 .unwrap_or_else(Value::null);
@@ -875,14 +939,20 @@ impl Program<'_> {
                         }
                     }
                 }
-                "description" => g.description = v.as_str().map(String::from),
-                other => {
-                    return Err(Diags::at(
-                        a.name_span,
-                        "Unsupported argument",
-                        format!("An argument named {other:?} is not expected here."),
-                    ));
+                "description" => {
+                    g.description = match convert(v, &Type::String) {
+                        Ok(Value::String(s)) => Some(s),
+                        Ok(_) => None,
+                        Err(_) => {
+                            return Err(Diags::at(
+                                a.expr.span(),
+                                "Unsuitable value type",
+                                "Unsuitable value: string required",
+                            ));
+                        }
+                    }
                 }
+                _ => {}
             }
         }
         Ok(g)
@@ -1100,8 +1170,12 @@ impl Env for Program<'_> {
             name: name.to_string(),
             ..Target::default()
         };
+        let single = found.len() == 1;
         for (bi, ii) in found {
-            let mut part = Target::default();
+            let mut part = Target {
+                name: name.to_string(),
+                ..Target::default()
+            };
             for a in &attrs {
                 if let Some(v) = self.instance_attr(bi, ii, a, true)? {
                     let v = match self.blocks[bi].body.attr(a).cloned() {
@@ -1117,7 +1191,13 @@ impl Env for Program<'_> {
                     })?;
                 }
             }
-            t.merge(&part);
+            if single {
+                // One block: its decoded fields as they are (merging would
+                // turn an empty `cache-from = []` into an unset one).
+                t = part;
+            } else {
+                t.merge(&part);
+            }
         }
         match attr {
             Some(a) => Ok(Some(t.attr_value(a))),
@@ -1425,14 +1505,129 @@ mod tests {
         assert!(e.contains("t.hcl:1:"), "points at the declaration: {e}");
     }
 
+    fn load(src: &str) -> crate::Bake {
+        crate::load(vec![("t.hcl".into(), src.into())], &Options::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
-    fn unknown_target_attribute_suggests() {
+    fn unknown_attributes_and_blocks_are_ignored_with_warnings() {
+        // buildx decodes these bodies with HCL's PartialContent: what it does
+        // not know is dropped without being evaluated. kiln accepts the same
+        // and says so.
+        let src = "\
+variable \"V\" {
+  default = \"v\"
+  sensitive = true
+}
+target \"t\" {
+  provenance = false
+  platform = [\"linux/amd64\"]
+  sbom = undefined_name
+  args {
+    A = \"1\"
+  }
+  tags = [\"x\"]
+}
+group \"g\" {
+  targets = [\"t\"]
+  comment = \"x\"
+}
+unknown \"u\" {
+  a = 1
+}
+";
+        let bake = load(src);
+        let t = &bake.config.targets[0];
+        assert_eq!(t.tags.as_deref(), Some(&["x".to_string()][..]));
+        assert_eq!(t.args, None, "an `args` block is ignored, as in buildx");
+        assert_eq!(t.platforms, None);
+        let w = bake.render_warnings();
+        assert_eq!(w.len(), 7, "{w:#?}");
+        let find = |needle: &str| {
+            w.iter()
+                .find(|x| x.contains(needle))
+                .unwrap_or_else(|| panic!("no warning about {needle}: {w:#?}"))
+        };
+        assert!(find("\"sensitive\"").contains("t.hcl:3:3"));
+        assert!(find("\"provenance\"").contains("t.hcl:6:3"));
+        let p = find("\"platform\"");
+        assert!(
+            p.contains("t.hcl:7:3") && p.contains("Did you mean \"platforms\"?"),
+            "{p}"
+        );
+        assert!(find("\"sbom\"").contains("t.hcl:8:3"));
+        let a = find("block \"args\"");
+        assert!(
+            a.contains("t.hcl:9:3") && a.contains("`args = { ... }`"),
+            "{a}"
+        );
+        let c = find("\"comment\"");
+        assert!(c.contains("t.hcl:16:3"), "{c}");
+        assert!(find("block \"unknown\"").contains("t.hcl:18:1"));
+        // Warnings come in source order.
+        let lines: Vec<usize> = bake
+            .config
+            .warnings
+            .iter()
+            .map(|d| bake.sources.pos(d.span.unwrap()).unwrap().line)
+            .collect();
+        assert_eq!(lines, vec![3, 6, 7, 8, 9, 16, 18]);
+    }
+
+    #[test]
+    fn matrix_targets_warn_once_and_references_to_unknown_attrs_still_fail() {
+        let src = "target \"t\" {\n  matrix = { v = [\"a\", \"b\"] }\n  name = \"t-${v}\"\n  provenance = false\n}\n";
+        assert_eq!(load(src).config.warnings.len(), 1);
         let e = eval(
-            "target \"t\" {\n  platform = [\"linux/amd64\"]\n}\n",
+            "target \"a\" {\n  provenance = false\n}\ntarget \"b\" {\n  tags = [target.a.provenance]\n}\n",
             &Options::default(),
         )
         .unwrap_err();
-        assert!(e.contains("Did you mean \"platforms\"?"), "{e}");
-        assert!(e.contains("t.hcl:2:3"), "{e}");
+        assert!(
+            e.contains("does not have an attribute named \"provenance\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn target_references_are_typed_like_buildx() {
+        // Unset list attributes are null lists, `[]` is an empty list: both
+        // are lists to functions like coalescelist.
+        let src = "\
+target \"unset\" {}
+target \"empty\" {
+  tags = []
+  output = [\"type=docker\"]
+  secret = [\"id=s,env=S\"]
+  ssh = [\"default\"]
+}
+target \"a\" {
+  tags = coalescelist(target.unset.tags, target.empty.tags, [\"a\"])
+  args = {
+    unset_tags = target.unset.tags == null ? \"null\" : \"set\"
+    empty_tags = length(target.empty.tags)
+    description = \"<${target.unset.description}>\"
+    dest = \"<${target.empty.output[0].dest}>\"
+    src = \"<${target.empty.secret[0].src}>\"
+    paths = length(target.empty.ssh[0].paths)
+    context = target.unset.context == null
+    cache = target.unset.cache-from == null
+  }
+}
+";
+        let cfg = eval(src, &Options::default()).unwrap();
+        let a = cfg.targets.iter().find(|t| t.name == "a").unwrap();
+        assert_eq!(a.tags.as_deref(), Some(&["a".to_string()][..]));
+        let args = a.args.as_ref().unwrap();
+        let arg = |k: &str| args[k].clone().unwrap();
+        assert_eq!(arg("unset_tags"), "null");
+        assert_eq!(arg("empty_tags"), "0");
+        assert_eq!(arg("description"), "<>");
+        assert_eq!(arg("dest"), "<>");
+        assert_eq!(arg("src"), "<>");
+        assert_eq!(arg("paths"), "0");
+        assert_eq!(arg("context"), "true");
+        assert_eq!(arg("cache"), "true");
     }
 }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde_json::Value as J;
 
-use crate::model::{Entry, EntryKind, Group, Target, parse_entries, parse_go_bool};
+use crate::model::{
+    Entry, EntryKind, Group, Target, merge_cache, merge_entries, parse_entries, parse_go_bool,
+};
 use crate::parse::{Config, Options};
 
 /// A resolution error. `link` says which `target:` link caused it, so
@@ -343,19 +345,34 @@ fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), Str
                     .insert(sub.to_string(), Some(value));
             }
             "tags" => set_list(&mut t.tags, o.arr.clone(), o.append),
-            "cache-from" => set_list(
-                &mut t.cache_from,
-                entries(&o.arr, EntryKind::Cache)?,
-                o.append,
-            ),
-            "cache-to" => set_list(
-                &mut t.cache_to,
-                entries(&o.arr, EntryKind::Cache)?,
-                o.append,
-            ),
+            // `+=` on structured lists is the list type's `Merge`, which
+            // dedupes with buildx's order-changing `removeDupes`.
+            "cache-from" => {
+                let new = entries(&o.arr, EntryKind::Cache)?;
+                t.cache_from = if o.append {
+                    merge_cache(t.cache_from.take(), new)
+                } else {
+                    Some(new)
+                };
+            }
+            "cache-to" => {
+                let new = entries(&o.arr, EntryKind::Cache)?;
+                t.cache_to = if o.append {
+                    merge_cache(t.cache_to.take(), new)
+                } else {
+                    Some(new)
+                };
+            }
             "target" => t.target = Some(value),
             "call" => t.call = Some(value),
-            "secrets" => set_list(&mut t.secret, entries(&o.arr, EntryKind::Secret)?, o.append),
+            "secrets" => {
+                let new = entries(&o.arr, EntryKind::Secret)?;
+                t.secret = if o.append {
+                    merge_entries(t.secret.take(), new)
+                } else {
+                    Some(new)
+                };
+            }
             "secret" => {
                 let id = sub.ok_or("secret requires an id")?;
                 let list = t.secret.get_or_insert_with(Vec::new);
@@ -388,9 +405,23 @@ fn apply_overrides(t: &mut Target, ovs: &[(String, Override)]) -> Result<(), Str
                     }
                 }
             }
-            "ssh" => set_list(&mut t.ssh, entries(&o.arr, EntryKind::Ssh)?, o.append),
+            "ssh" => {
+                let new = entries(&o.arr, EntryKind::Ssh)?;
+                t.ssh = if o.append {
+                    merge_entries(t.ssh.take(), new)
+                } else {
+                    Some(new)
+                };
+            }
             "platform" => set_list(&mut t.platforms, o.arr.clone(), o.append),
-            "output" => set_list(&mut t.output, entries(&o.arr, EntryKind::Output)?, o.append),
+            "output" => {
+                let new = entries(&o.arr, EntryKind::Output)?;
+                t.output = if o.append {
+                    merge_entries(t.output.take(), new)
+                } else {
+                    Some(new)
+                };
+            }
             "entitlements" => set_list(&mut t.entitlements, o.arr.clone(), true),
             "annotations" => set_list(&mut t.annotations, o.arr.clone(), true),
             "attest" => {
@@ -469,11 +500,21 @@ fn set_push(t: &mut Target, push: bool) {
             outs.push(e);
         }
     } else {
-        outs.retain(|e| ty(e) != "registry");
-        for e in outs.iter_mut() {
-            if ty(e) == "image" {
-                e.insert("push".into(), J::String("false".into()));
+        // buildx removes a registry output by swapping the last output into
+        // its place, so the order changes.
+        let mut i = 0;
+        while i < outs.len() {
+            match ty(&outs[i]) {
+                "registry" => {
+                    outs.swap_remove(i);
+                    continue;
+                }
+                "image" => {
+                    outs[i].insert("push".into(), J::String("false".into()));
+                }
+                _ => {}
             }
+            i += 1;
         }
     }
 }
@@ -672,6 +713,9 @@ pub fn read_targets(
             names.push(n);
         }
     }
+    // `dedupSlice`: first occurrence wins.
+    let mut uniq = HashSet::new();
+    names.retain(|n| uniq.insert(n.clone()));
     let mut out = Resolved::default();
     let mut seen = BTreeSet::new();
     for n in &names {
@@ -692,25 +736,32 @@ pub fn read_targets(
             }
         }
     }
-    // The synthesised default group: the requested names, sorted, unique;
-    // a declared `default` group that was requested keeps its own members.
-    let mut dflt: Vec<String> = names.clone();
-    if let Some(g) = out.groups.get("default")
-        && names.iter().any(|n| n == "default")
-    {
-        dflt.retain(|n| n != "default");
-        dflt.extend(g.targets.iter().cloned());
+    // The `default` group, as buildx builds it: the requested names are
+    // appended to the `default` group already in the result (the declared
+    // one, with its description, when it was reached) or to a new one, and
+    // `default` itself is skipped whenever that group exists by then, so a
+    // `default` *target* requested after another name is left out. Then
+    // the members are deduplicated and sorted.
+    for n in &names {
+        let have = out.groups.contains_key("default");
+        if have && n == "default" {
+            continue;
+        }
+        out.groups
+            .entry("default".into())
+            .or_insert_with(|| Group {
+                name: "default".into(),
+                description: None,
+                targets: Vec::new(),
+            })
+            .targets
+            .push(n.clone());
     }
-    dflt.sort();
-    dflt.dedup();
-    out.groups.insert(
-        "default".into(),
-        Group {
-            name: "default".into(),
-            description: None,
-            targets: dflt,
-        },
-    );
+    if let Some(g) = out.groups.get_mut("default") {
+        let mut uniq = HashSet::new();
+        g.targets.retain(|t| uniq.insert(t.clone()));
+        g.targets.sort();
+    }
 
     link_all(&r, &mut out)?;
     Ok(out)
@@ -923,6 +974,98 @@ mod tests {
         }
         let e = resolve(&src, &[], &["t199"]).unwrap_err();
         assert!(e.contains("inherits chain is deeper than"), "{e}");
+    }
+
+    fn refs(entries: &Option<Vec<Entry>>, key: &str) -> Vec<String> {
+        entries
+            .iter()
+            .flatten()
+            .map(|e| e[key].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn merged_cache_from_dedupes_in_buildx_order() {
+        // Parent [a, b] + child [a, c, d] merge to [a, b, a, c, d]; buildx's
+        // removeDupes swaps the last entry into the duplicate's place.
+        let src = "target \"p\" {\n  cache-from = [\"a\", \"b\"]\n}\ntarget \"c\" {\n  inherits = [\"p\"]\n  cache-from = [\"a\", \"c\", \"d\"]\n}\n";
+        let r = resolve(src, &[], &["c"]).unwrap();
+        assert_eq!(
+            refs(&r.targets["c"].cache_from, "ref"),
+            ["a", "b", "d", "c"]
+        );
+        // The same through `--set ...cache-from+=`, and for outputs.
+        let src = "target \"t\" {\n  cache-from = [\"a\", \"b\"]\n  output = [\"type=local,dest=a\", \"type=local,dest=b\"]\n}\n";
+        let r = resolve(
+            src,
+            &[
+                "t.cache-from+=a",
+                "t.cache-from+=c",
+                "t.cache-from+=d",
+                "t.output+=type=local,dest=a",
+                "t.output+=type=local,dest=c",
+                "t.output+=type=local,dest=d",
+            ],
+            &["t"],
+        )
+        .unwrap();
+        assert_eq!(
+            refs(&r.targets["t"].cache_from, "ref"),
+            ["a", "b", "d", "c"]
+        );
+        assert_eq!(refs(&r.targets["t"].output, "dest"), ["a", "b", "d", "c"]);
+        // Within one list, too.
+        let src = "target \"t\" {\n  cache-to = [\"a\", \"b\", \"a\", \"c\", \"d\"]\n  secret = [\"id=a,env=A\", \"id=b,env=B\", \"id=a,env=A\", \"id=c,env=C\"]\n}\n";
+        let r = resolve(src, &[], &["t"]).unwrap();
+        assert_eq!(refs(&r.targets["t"].cache_to, "ref"), ["a", "b", "d", "c"]);
+        assert_eq!(refs(&r.targets["t"].secret, "id"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn push_false_swaps_the_last_output_into_a_removed_registry() {
+        let src = "target \"t\" {\n  output = [\"type=registry\", \"type=image,name=x\", \"type=local,dest=out\"]\n}\n";
+        let r = resolve(src, &["t.push=false"], &["t"]).unwrap();
+        let out = r.targets["t"].output.clone().unwrap();
+        let types: Vec<&str> = out.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["local", "image"]);
+        assert_eq!(out[1]["push"], "false");
+    }
+
+    #[test]
+    fn default_group_follows_buildx() {
+        let src = "target \"default\" {}\ntarget \"a\" {}\n";
+        let members = |req: &[&str]| {
+            resolve(src, &[], req).unwrap().groups["default"]
+                .targets
+                .clone()
+        };
+        // A `default` target requested after another name is left out of the
+        // default group; requested first, it stays.
+        assert_eq!(members(&["a", "default"]), ["a"]);
+        assert_eq!(members(&["default", "a"]), ["a", "default"]);
+        // Both targets are still built.
+        assert_eq!(
+            resolve(src, &[], &["a", "default"]).unwrap().targets.len(),
+            2
+        );
+
+        // A declared default group keeps its description; its members are
+        // sorted, and other requested names join it.
+        let src = "group \"default\" {\n  description = \"Everything\"\n  targets = [\"b\", \"a\"]\n}\ngroup \"all\" {\n  targets = [\"default\", \"c\"]\n}\ntarget \"a\" {}\ntarget \"b\" {}\ntarget \"c\" {}\n";
+        let r = resolve(src, &[], &[]).unwrap();
+        let g = &r.groups["default"];
+        assert_eq!(g.description.as_deref(), Some("Everything"));
+        assert_eq!(g.targets, ["a", "b"]);
+        assert_eq!(
+            crate::print_json(&r)["group"]["default"],
+            serde_json::json!({"description": "Everything", "targets": ["a", "b"]})
+        );
+        let r = resolve(src, &[], &["all"]).unwrap();
+        assert_eq!(r.groups["default"].targets, ["a", "all", "b"]);
+        assert_eq!(
+            r.groups["default"].description.as_deref(),
+            Some("Everything")
+        );
     }
 
     #[test]

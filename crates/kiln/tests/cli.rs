@@ -517,3 +517,22 @@ fn missing_sources_dockerfiles_and_contexts_are_bad_input_before_a_build() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What buildx accepts and ignores prints normally, with a warning on
+/// stderr naming it and where it is.
+#[test]
+fn unknown_attributes_print_with_a_warning() {
+    let dir = workspace(&[(
+        "docker-bake.hcl",
+        "target \"a\" {\n  provenance = false\n}\n",
+    )]);
+    let o = kiln(&dir, &["print", "a"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"a\""), "{}", stdout(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("warning: Ignored unknown attribute \"provenance\""),
+        "{e}"
+    );
+    assert!(e.contains("docker-bake.hcl:2:3"), "{e}");
+}

@@ -6,9 +6,15 @@ use kiln_bake::{Bake, Resolved};
 use crate::error::CliError;
 use crate::settings::BakeSettings;
 
-/// Loads and evaluates the bake files named by the settings.
+/// Loads and evaluates the bake files named by the settings. What buildx
+/// accepts and ignores (an attribute or block it does not know) is a
+/// warning on stderr, with its position.
 pub fn load(s: &BakeSettings) -> Result<Bake, CliError> {
-    kiln_bake::load_paths(&s.files, &s.opts).map_err(CliError::from)
+    let bake = kiln_bake::load_paths(&s.files, &s.opts).map_err(CliError::from)?;
+    for w in bake.render_warnings() {
+        eprintln!("warning: {}", w.trim_end());
+    }
+    Ok(bake)
 }
 
 /// Checks requested names before resolution, so an unknown name gets a
