@@ -536,3 +536,28 @@ fn unknown_attributes_print_with_a_warning() {
     );
     assert!(e.contains("docker-bake.hcl:2:3"), "{e}");
 }
+
+/// Preflight asks a registry only for the cache refs `kiln plan` shows: a
+/// tag that never leaves the machine (no push) is not probed on docker.io.
+#[test]
+fn preflight_does_not_probe_cache_refs_of_tags_that_are_not_pushed() {
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"base\" {\n  tags = [\"myproj/base:latest\"]\n}\n",
+        ),
+        ("Dockerfile", "FROM scratch\n"),
+    ]);
+    let o = kiln(
+        &dir,
+        &[
+            "preflight",
+            "--host",
+            "unix:///nonexistent/kiln.sock",
+            "base",
+        ],
+    );
+    let e = stderr(&o);
+    assert!(!e.contains("docker.io"), "{e}");
+    assert!(!e.contains("cannot probe cache refs"), "{e}");
+}

@@ -94,9 +94,11 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
 }
 
 /// Registry cache refs the run's targets would import (the user's
-/// `cache-from` entries and kiln's per-commit refs, as on a pushing run)
-/// that the registry does not hold: warnings, never failures. Refs whose
-/// registry cannot be asked are left out.
+/// `cache-from` entries and kiln's per-commit refs of targets whose
+/// outputs push — the refs `kiln plan` shows; a tag that never leaves the
+/// machine is not asked of a registry) that the registry does not hold:
+/// warnings, never failures. Refs whose registry cannot be asked are left
+/// out.
 fn missing_cache_refs(planned: &Planned) -> Result<Vec<(String, String)>, CliError> {
     let mut wanted: Vec<(String, String)> = Vec::new();
     for t in &planned.plan.targets {
@@ -107,7 +109,7 @@ fn missing_cache_refs(planned: &Planned) -> Result<Vec<(String, String)>, CliErr
             bt,
             &Default::default(),
             kiln_plan::cache::Driver::Local,
-            true,
+            false,
         );
         for e in policies.iter().flat_map(|p| p.from.iter()) {
             if let Some(r) = e.reference().filter(|_| e.kind() == "registry") {

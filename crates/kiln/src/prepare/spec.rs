@@ -137,10 +137,7 @@ pub fn spec_for(
             env: e.get("env").and_then(|v| v.as_str()).map(String::from),
         })
         .collect();
-    let outputs_push = t.output.iter().flatten().any(|e| {
-        e.get("type").and_then(|v| v.as_str()) == Some("registry")
-            || e.get("push").and_then(|v| v.as_str()) == Some("true")
-    });
+    let outputs_push = outputs_push(t);
     let strip = |m: Option<std::collections::BTreeMap<String, Option<String>>>| {
         m.unwrap_or_default()
             .into_iter()
@@ -174,6 +171,14 @@ pub fn spec_for(
         cache_from: Vec::new(),
         inline_cache: false,
         buildx_cache: None,
+    })
+}
+
+/// Whether the bake target's outputs push (`type=registry`, `push=true`).
+fn outputs_push(t: &kiln_bake::Target) -> bool {
+    t.output.iter().flatten().any(|e| {
+        e.get("type").and_then(|v| v.as_str()) == Some("registry")
+            || e.get("push").and_then(|v| v.as_str()) == Some("true")
     })
 }
 
@@ -291,11 +296,7 @@ pub fn cache_policy(
     let platforms = t.platforms.clone().unwrap_or_default();
     let from = pairs(&t.cache_from);
     let to = pairs(&t.cache_to);
-    let pushes = push
-        || t.output.iter().flatten().any(|e| {
-            e.get("type").and_then(|v| v.as_str()) == Some("registry")
-                || e.get("push").and_then(|v| v.as_str()) == Some("true")
-        });
+    let pushes = push || outputs_push(t);
     policy(
         &CacheTarget {
             name: &t.name,
