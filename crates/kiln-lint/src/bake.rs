@@ -1,5 +1,7 @@
 //! Bake files: evaluated exactly as buildx does (`kiln-bake`), every target
-//! that can be built turned into a [`Build`], plus the variable checks.
+//! that can be built turned into a [`Build`], plus the variable checks and
+//! `missing-dockerfile` (each target's context and Dockerfile on disk, found
+//! as bake finds them from the bake file's directory).
 //!
 //! Variables a CI system supplies per commit (`GIT_SHA`, `VCS_REF`,
 //! `COMMIT_TIME`… with an empty default) are evaluated as the placeholder
@@ -354,6 +356,7 @@ impl BakeLint<'_> {
         b.platforms = t.platforms.as_ref().map_or(1, Vec::len).max(1);
         b.target = t.target.clone();
         b.dockerfile = self.dockerfile(name, t);
+        self.check_paths(name, t, c);
         if let Some(DockerfileSource::Path(p)) = &b.dockerfile
             && p.is_file()
         {
@@ -366,24 +369,148 @@ impl BakeLint<'_> {
         if let Some(inline) = &t.dockerfile_inline {
             return Some(DockerfileSource::Inline(inline.clone()));
         }
-        let ctx = t.context.as_deref().unwrap_or(".");
-        if kiln_bake::is_remote(ctx) {
-            return None;
-        }
-        let ctx = ctx.trim_start_matches("cwd://");
-        let dir = self
-            .bake
+        let ctx = self.local_context(name, t)?;
+        self.dockerfile_path(name, t, &ctx)
+            .map(DockerfileSource::Path)
+    }
+
+    /// The directory bake resolves a target's paths from: lint takes it to
+    /// be the directory of the bake file that declares the target (as bake
+    /// run there, or with `BUILDX_BAKE_FILE_RELATIVE_PATHS=1`, resolves
+    /// them).
+    fn base_dir(&self, name: &str) -> PathBuf {
+        self.bake
             .config
             .target_dirs
             .get(name)
-            .map_or_else(|| PathBuf::from("."), PathBuf::from);
-        let df = t.dockerfile.as_deref().unwrap_or("Dockerfile");
-        let df = df.trim_start_matches("cwd://");
-        let p = Path::new(df);
-        Some(DockerfileSource::Path(if p.is_absolute() {
-            p.to_path_buf()
+            .map_or_else(|| PathBuf::from("."), PathBuf::from)
+    }
+
+    /// The target's build context when it is a local directory: `context`
+    /// (default `.`, `cwd://` dropped) relative to [`Self::base_dir`]. `None`
+    /// for a remote context (git, https), stdin, another scheme, or a value
+    /// still holding a placeholder (`${GIT_SHA}`).
+    fn local_context(&self, name: &str, t: &Target) -> Option<PathBuf> {
+        let raw = t.context.as_deref().unwrap_or(".");
+        if raw == "-" || kiln_bake::is_remote(raw) {
+            return None;
+        }
+        let ctx = raw.strip_prefix("cwd://").unwrap_or(raw);
+        if ctx.contains("://") || ctx.starts_with("target:") || ctx.contains("${") {
+            return None;
+        }
+        Some(clean_path(&self.base_dir(name).join(ctx)))
+    }
+
+    /// The Dockerfile of a target whose local context is `ctx`, by bake's
+    /// rule: `dockerfile` (default `Dockerfile`) relative to the context,
+    /// unless absolute or `cwd://` (relative to [`Self::base_dir`]). `None`
+    /// for a remote Dockerfile, stdin or a placeholder.
+    fn dockerfile_path(&self, name: &str, t: &Target, ctx: &Path) -> Option<PathBuf> {
+        let df = t
+            .dockerfile
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .unwrap_or("Dockerfile");
+        if df == "-" || df.contains("${") {
+            return None;
+        }
+        if let Some(rest) = df.strip_prefix("cwd://") {
+            return Some(clean_path(&self.base_dir(name).join(rest)));
+        }
+        if kiln_bake::is_remote(df) || df.contains("://") {
+            return None;
+        }
+        // `join` keeps an absolute path as it is.
+        Some(clean_path(&ctx.join(df)))
+    }
+
+    /// `missing-dockerfile`: a local build context that is not a directory
+    /// (at `context`), else a Dockerfile that is not a file (at
+    /// `dockerfile`, or at the target when it is the default `Dockerfile`).
+    /// `dockerfile-inline` reads no file; a remote context is not checked.
+    fn check_paths(&self, name: &str, t: &Target, c: &mut Collector) {
+        let Some(ctx) = self.local_context(name, t) else {
+            return;
+        };
+        let raw_ctx = t.context.as_deref().unwrap_or(".");
+        if !ctx.is_dir() {
+            let what = if ctx.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            let how = if Path::new(raw_ctx.trim_start_matches("cwd://")).is_absolute() {
+                String::new()
+            } else {
+                format!(" (context {raw_ctx:?}, relative to the bake file's directory)")
+            };
+            c.add(
+                MISSING_DOCKERFILE,
+                &self.attr_loc(name, "context"),
+                format!(
+                    "build context {} of target \"{name}\" {what}{how}",
+                    display_path(&ctx)
+                ),
+            );
+            return;
+        }
+        if t.dockerfile_inline.is_some() {
+            return;
+        }
+        let Some(df) = self.dockerfile_path(name, t, &ctx) else {
+            return;
+        };
+        if df.is_file() {
+            return;
+        }
+        let what = if df.exists() {
+            "is not a file"
         } else {
-            dir.join(ctx).join(df)
-        }))
+            "does not exist"
+        };
+        // Resolution sets `Dockerfile` when the bake file sets nothing: the
+        // attribute's span tells the default from a written value.
+        let raw = t
+            .dockerfile
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .unwrap_or("Dockerfile");
+        let set = self.attr_span(name, "dockerfile", 0).is_some();
+        let loc = if set {
+            self.attr_loc(name, "dockerfile")
+        } else {
+            self.target_loc(name)
+        };
+        let how = if !set {
+            format!(" (no dockerfile set: the default Dockerfile in the context {raw_ctx:?})")
+        } else if raw.starts_with("cwd://") {
+            format!(" (dockerfile {raw:?}, relative to the bake file's directory)")
+        } else if Path::new(raw).is_absolute() {
+            String::new()
+        } else {
+            format!(" (dockerfile {raw:?}, relative to the context {raw_ctx:?})")
+        };
+        c.add(
+            MISSING_DOCKERFILE,
+            &loc,
+            format!(
+                "Dockerfile {} of target \"{name}\" {what}{how}",
+                display_path(&df)
+            ),
+        );
+    }
+}
+
+/// `p` without `.` components (`./a/./b` → `a/b`), for messages.
+fn clean_path(p: &Path) -> PathBuf {
+    let out: PathBuf = p
+        .components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect();
+    if out.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        out
     }
 }

@@ -59,6 +59,7 @@ pub fn rule(id: &str) -> &'static Rule {
 }
 
 pub const PARSE_ERROR: &str = "parse-error";
+pub const MISSING_DOCKERFILE: &str = "missing-dockerfile";
 pub const INLINE_CACHE: &str = "inline-cache-under-buildx";
 pub const CACHE_FROM_SELF: &str = "cache-from-self";
 pub const PER_COMMIT_ONLY: &str = "cache-per-commit-only";
@@ -86,6 +87,13 @@ pub static RULES: &[Rule] = &[
         summary: "a file kiln lint was asked to check cannot be read or parsed",
         why: "a bake file, Dockerfile or workflow that does not parse cannot be checked, and the build that reads it will fail the same way",
         fix: "correct the syntax at the position given; the message is the parser's",
+    },
+    Rule {
+        id: MISSING_DOCKERFILE,
+        severity: Severity::Error,
+        summary: "a bake target whose Dockerfile or build context does not exist",
+        why: "kiln build refuses the target before anything builds (exit 2) and docker buildx bake stops on it (failed to read dockerfile, or the context path not found), taking every other target of the invocation with it; a context is relative to the directory bake runs in, a Dockerfile to the context unless absolute or cwd://",
+        fix: "create the Dockerfile, or correct the target's dockerfile (relative to its context) or context (relative to the directory bake runs in: the bake file's, with BUILDX_BAKE_FILE_RELATIVE_PATHS=1 or when bake runs there); a Dockerfile kept in the bake file goes in dockerfile-inline",
     },
     Rule {
         id: INLINE_CACHE,
@@ -184,6 +192,31 @@ mod tests {
             assert!(seen.insert(r.id), "duplicate rule {}", r.id);
             assert!(!r.why.is_empty() && !r.fix.is_empty());
         }
-        assert_eq!(RULES.len(), 13);
+        assert_eq!(RULES.len(), 14);
+    }
+
+    #[test]
+    fn every_rule_has_its_page_and_its_row() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let index = std::fs::read_to_string(root.join("docs/lint.md")).expect("docs/lint.md");
+        for r in RULES {
+            let page = std::fs::read_to_string(root.join(doc_path(r.id)))
+                .unwrap_or_else(|e| panic!("{}: {e}", doc_path(r.id)));
+            assert!(page.starts_with(&format!("# {}\n", r.id)), "{}", r.id);
+            assert!(
+                page.contains(&format!("Severity: **{}**", r.severity.as_str())),
+                "{}",
+                r.id
+            );
+            assert!(
+                index.contains(&format!(
+                    "| [`{0}`](lint/{0}.md) | {1} |",
+                    r.id,
+                    r.severity.as_str()
+                )),
+                "docs/lint.md has no row for {}",
+                r.id
+            );
+        }
     }
 }

@@ -161,6 +161,58 @@ fn bake_positions_point_at_the_attribute_or_key() {
     );
 }
 
+/// `missing-dockerfile` points at `dockerfile` (at the target when it is
+/// the default), and a missing context is reported as such at `context`,
+/// not as a missing Dockerfile under it; an inline Dockerfile needs no file
+/// but its context is still checked.
+#[test]
+fn missing_dockerfile_points_at_dockerfile_target_or_context() {
+    let r = lint("missing-dockerfile/bad");
+    let f = "missing-dockerfile/bad/docker-bake.hcl";
+    assert_eq!(
+        at(&r, "missing-dockerfile"),
+        [(f, 11, 16), (f, 16, 1), (f, 24, 16), (f, 31, 23)],
+        "{}",
+        show(&r)
+    );
+    let msg: Vec<&str> = r.findings.iter().map(|f| f.message.as_str()).collect();
+    assert!(
+        msg[0].starts_with("Dockerfile ")
+            && msg[0].ends_with(
+                "missing-dockerfile/bad/docker/Dockerfile.app of target \"app\" does not exist \
+                 (dockerfile \"docker/Dockerfile.app\", relative to the context \".\")"
+            ),
+        "{}",
+        msg[0]
+    );
+    assert!(
+        msg[1].ends_with(
+            "missing-dockerfile/bad/svc/Dockerfile of target \"svc\" does not exist (no \
+             dockerfile set: the default Dockerfile in the context \"svc\")"
+        ),
+        "{}",
+        msg[1]
+    );
+    for (m, name) in [(msg[2], "tools"), (msg[3], "generated")] {
+        assert!(
+            m.starts_with("build context ")
+                && m.ends_with(&format!(
+                    "missing-dockerfile/bad/{name} of target \"{name}\" does not exist \
+                     (context \"{name}\", relative to the bake file's directory)"
+                )),
+            "{m}"
+        );
+    }
+    assert!(r.has_errors());
+    // `kiln build` refuses these targets whoever else would build them:
+    // the rule is not one kiln's cache policy answers.
+    assert!(
+        r.set_aside.iter().all(|f| f.rule != "missing-dockerfile"),
+        "{:?}",
+        r.set_aside
+    );
+}
+
 #[test]
 fn missing_path_is_an_error() {
     assert!(kiln_lint::lint(&[fixture("does-not-exist")]).is_err());
