@@ -72,6 +72,29 @@ pub enum ObjKey {
     Expr(Expr),
 }
 
+impl ObjKey {
+    /// The key's name when it is written literally (a bare identifier, a
+    /// quoted string without interpolations, or a JSON key), `None` when it
+    /// has to be evaluated.
+    pub fn literal_name(&self) -> Option<String> {
+        match self {
+            ObjKey::Ident(name, _) => Some(name.clone()),
+            ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(s.clone()),
+            ObjKey::Expr(Expr::Template(parts, _)) => {
+                let mut s = String::new();
+                for p in parts {
+                    match p {
+                        TPart::Lit(t) => s.push_str(t),
+                        _ => return None,
+                    }
+                }
+                Some(s)
+            }
+            ObjKey::Expr(_) => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum TPart {
     Lit(String),

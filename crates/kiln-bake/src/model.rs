@@ -680,6 +680,24 @@ fn entry_cty_value(e: &Entry, kind: EntryKind) -> Value {
 }
 
 impl Target {
+    /// The entries of a map attribute (`args`, `contexts`, `labels`,
+    /// `extra-hosts`) with their values (`None` for a null `args`, `labels`
+    /// or `extra-hosts` value); `None` when `attr` is not a map attribute
+    /// or is unset.
+    pub fn map_attr(&self, attr: &str) -> Option<BTreeMap<String, Option<String>>> {
+        match attr {
+            "contexts" => self.contexts.as_ref().map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), Some(v.clone())))
+                    .collect()
+            }),
+            "args" => self.args.clone(),
+            "labels" => self.labels.clone(),
+            "extra-hosts" => self.extra_hosts.clone(),
+            _ => None,
+        }
+    }
+
     /// Sets one attribute from an evaluated value (what gohcl's decode does).
     pub fn set_attr(&mut self, attr: &str, v: Value) -> Result<(), String> {
         match attr {

@@ -55,6 +55,10 @@ pub struct VariableInfo {
     pub span: Option<Span>,
 }
 
+/// (target, map attribute, key) → the span of the entry's value and the
+/// string it evaluated to; see [`Config::entry_spans`].
+pub type EntrySpans = HashMap<(String, String, String), (Span, String)>;
+
 /// The result of parsing: every target and group, in declaration order.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
@@ -65,6 +69,13 @@ pub struct Config {
     pub target_spans: HashMap<String, Span>,
     /// Where each target's attributes were declared (first occurrence).
     pub attr_spans: HashMap<(String, String), Span>,
+    /// Where the entries of each target's map attributes (`args`,
+    /// `contexts`, `labels`, `extra-hosts`) were written, for attributes
+    /// written as object literals with literal keys: (target, attribute,
+    /// key) → the span of the entry's value and the string it evaluated to.
+    /// As in merging, a later block's entry replaces an earlier one (a null
+    /// value does not). Read it through [`Config::entry_span`].
+    pub entry_spans: EntrySpans,
     pub group_spans: HashMap<String, Span>,
     /// The directory of the file that first declared each target.
     pub target_dirs: HashMap<String, String>,
@@ -328,6 +339,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 cfg.attr_spans
                     .entry((inst.name.clone(), a.name.clone()))
                     .or_insert(a.expr.span());
+                record_entry_spans(&mut cfg.entry_spans, &inst.name, a, &t);
             }
             if let Some(&i) = target_index.get(&inst.name) {
                 cfg.targets[i].merge(&t);
@@ -362,6 +374,57 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
     cfg.warnings
         .sort_by_key(|d| d.span.map(|s| (s.file, s.start)).unwrap_or_default());
     Ok(cfg)
+}
+
+impl Config {
+    /// The span to point at for entry `key` of map attribute `attr` of
+    /// `target`, whose resolved value is `value`: the entry's value when the
+    /// target's own blocks wrote it in an object literal and it evaluated to
+    /// `value`; otherwise (the map came from an expression, `inherits` or
+    /// `--set`) the attribute, when the target's blocks set it.
+    pub fn entry_span(&self, target: &str, attr: &str, key: &str, value: &str) -> Option<Span> {
+        self.entry_spans
+            .get(&(target.to_string(), attr.to_string(), key.to_string()))
+            .filter(|(_, v)| v == value)
+            .map(|(s, _)| *s)
+            .or_else(|| {
+                self.attr_spans
+                    .get(&(target.to_string(), attr.to_string()))
+                    .copied()
+            })
+    }
+}
+
+/// Records where the entries of map attribute `a` of one block of `target`
+/// (decoded as `t`) were written; see [`Config::entry_spans`].
+fn record_entry_spans(spans: &mut EntrySpans, target: &str, a: &Attribute, t: &Target) {
+    let Some(map) = t.map_attr(&a.name) else {
+        return;
+    };
+    let slot = |key: &str| (target.to_string(), a.name.clone(), key.to_string());
+    // This block's values replace earlier blocks' when the targets merge.
+    for (k, v) in &map {
+        if v.is_some() {
+            spans.remove(&slot(k));
+        }
+    }
+    let Expr::Object(items, _) = &a.expr else {
+        return;
+    };
+    // Later entries win; an entry before a computed key may be replaced
+    // by it, so only the entries after the last computed key are recorded.
+    let mut seen = HashSet::new();
+    for (k, e) in items.iter().rev() {
+        let Some(key) = k.literal_name() else {
+            break;
+        };
+        if !seen.insert(key.clone()) {
+            continue;
+        }
+        if let Some(Some(v)) = map.get(&key) {
+            spans.insert(slot(&key), (e.span(), v.clone()));
+        }
+    }
 }
 
 /// The attributes a `variable` block reads.

@@ -19,15 +19,44 @@ pub struct ResolveError {
     pub link: Option<LinkProblem>,
 }
 
-/// What is wrong with a `target:` link from target `from`.
+/// What is wrong with a `target:` link from target `from`; `key` is the
+/// `contexts` entry that makes the link.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkProblem {
     /// `target:<missing>` names no target.
-    Unknown { from: String, missing: String },
+    Unknown {
+        from: String,
+        missing: String,
+        key: String,
+    },
     /// Following links from `from` comes back to it (through `to`).
-    Loop { from: String, to: String },
-    /// Any other problem with the link from `from` (self link, platforms).
-    Other { from: String },
+    Loop {
+        from: String,
+        to: String,
+        key: String,
+    },
+    /// Any other problem with the link from `from` to `to` (self link,
+    /// platforms, `to` failing to resolve).
+    Other {
+        from: String,
+        to: String,
+        key: String,
+    },
+}
+
+impl LinkProblem {
+    /// Where the link is written: the `contexts` entry when the linking
+    /// target's own blocks wrote it in an object literal, else its
+    /// `contexts` attribute (see [`Config::entry_span`]).
+    pub fn span(&self, cfg: &Config) -> Option<crate::ast::Span> {
+        let (from, to, key) = match self {
+            LinkProblem::Unknown { from, missing, key } => (from, missing, key),
+            LinkProblem::Loop { from, to, key } | LinkProblem::Other { from, to, key } => {
+                (from, to, key)
+            }
+        };
+        cfg.entry_span(from, "contexts", key, &format!("target:{to}"))
+    }
 }
 
 impl std::fmt::Display for ResolveError {
@@ -767,12 +796,13 @@ pub fn read_targets(
     Ok(out)
 }
 
-/// The `target:` dependencies named by a target's contexts.
-fn linked_names(t: &Target) -> Vec<String> {
+/// The `target:` dependencies named by a target's contexts, each with the
+/// context's key.
+fn linked_names(t: &Target) -> Vec<(String, String)> {
     t.contexts
         .iter()
         .flatten()
-        .filter_map(|(_, v)| v.strip_prefix("target:").map(String::from))
+        .filter_map(|(k, v)| Some((k.clone(), v.strip_prefix("target:")?.to_string())))
         .collect()
 }
 
@@ -793,16 +823,20 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), ResolveError> {
         }
         let deps = out.targets.get(&root).map(linked_names).unwrap_or_default();
         state.insert(root.clone(), State::Active);
-        let mut stack: Vec<(String, Vec<String>, usize)> = vec![(root, deps, 0)];
+        let mut stack = vec![(root, deps, 0usize)];
         while let Some(frame) = stack.last_mut() {
             if frame.2 < frame.1.len() {
-                let dep = frame.1[frame.2].clone();
+                let (key, dep) = frame.1[frame.2].clone();
                 frame.2 += 1;
                 let name = frame.0.clone();
                 if dep == name {
                     return Err(link_error(
                         format!("target {name} cannot link to itself"),
-                        LinkProblem::Other { from: name },
+                        LinkProblem::Other {
+                            from: name,
+                            to: dep,
+                            key,
+                        },
                     ));
                 }
                 match state.get(&dep) {
@@ -812,20 +846,34 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), ResolveError> {
                             LinkProblem::Loop {
                                 from: name,
                                 to: dep,
+                                key,
                             },
                         ));
                     }
-                    Some(State::Done) => link_edge(out, &name, &dep)
-                        .map_err(|m| link_error(m, LinkProblem::Other { from: name.clone() }))?,
+                    Some(State::Done) => link_edge(out, &name, &dep).map_err(|m| {
+                        link_error(
+                            m,
+                            LinkProblem::Other {
+                                from: name.clone(),
+                                to: dep.clone(),
+                                key: key.clone(),
+                            },
+                        )
+                    })?,
                     None => {
                         if !out.targets.contains_key(&dep) {
                             let mut lt = r.resolve_target(&dep).map_err(|m| {
                                 let link = if r.by_name.contains_key(dep.as_str()) {
-                                    LinkProblem::Other { from: name.clone() }
+                                    LinkProblem::Other {
+                                        from: name.clone(),
+                                        to: dep.clone(),
+                                        key: key.clone(),
+                                    }
                                 } else {
                                     LinkProblem::Unknown {
                                         from: name.clone(),
                                         missing: dep.clone(),
+                                        key: key.clone(),
                                     }
                                 };
                                 link_error(m, link)
@@ -845,13 +893,19 @@ fn link_all(r: &Resolver, out: &mut Resolved) -> Result<(), ResolveError> {
             } else {
                 let (done, _, _) = stack.pop().unwrap_or_default();
                 state.insert(done.clone(), State::Done);
-                if let Some(parent) = stack.last() {
-                    let parent = parent.0.clone();
-                    link_edge(out, &parent, &done).map_err(|m| {
+                if let Some((parent, links, next)) = stack.last() {
+                    // The parent's link being followed is the one before `next`.
+                    let key = links
+                        .get(next.wrapping_sub(1))
+                        .map(|(k, _)| k.clone())
+                        .unwrap_or_default();
+                    link_edge(out, parent, &done).map_err(|m| {
                         link_error(
                             m,
                             LinkProblem::Other {
                                 from: parent.clone(),
+                                to: done.clone(),
+                                key,
                             },
                         )
                     })?;
@@ -1066,6 +1120,124 @@ mod tests {
             r.groups["default"].description.as_deref(),
             Some("Everything")
         );
+    }
+
+    /// The link problem of resolving `req`, and the `line:col` (and end)
+    /// it points at.
+    fn link_at(
+        files: &[(&str, &str)],
+        sets: &[&str],
+        req: &[&str],
+    ) -> (LinkProblem, Option<String>) {
+        let opts = crate::Options::default();
+        let files = files
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.to_string()))
+            .collect();
+        let bake = crate::load(files, &opts).unwrap();
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let req: Vec<String> = req.iter().map(|s| s.to_string()).collect();
+        let e = read_targets(&bake.config, &req, &sets, &opts).unwrap_err();
+        let link = e.link.expect("a link problem");
+        let at = link.span(&bake.config).map(|s| {
+            let p = bake.sources.pos(s).unwrap();
+            format!(
+                "{}:{}:{}-{}:{}",
+                p.file, p.line, p.col, p.end_line, p.end_col
+            )
+        });
+        (link, at)
+    }
+
+    #[test]
+    fn link_problems_point_at_the_contexts_entry() {
+        let src =
+            "target \"base\" {}\ntarget \"a\" {\n  contexts = {\n    b = \"target:bse\"\n  }\n}\n";
+        let (link, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(
+            link,
+            LinkProblem::Unknown {
+                from: "a".into(),
+                missing: "bse".into(),
+                key: "b".into()
+            }
+        );
+        assert_eq!(at.as_deref(), Some("t.hcl:4:9-4:21"), "the entry's value");
+
+        // Several entries on one line, quoted keys, and a later duplicate
+        // block whose entry replaces the first one's.
+        let src = "target \"base\" {}\ntarget \"a\" {\n  contexts = { x = \"docker-image://x\", \"b\" = \"target:base\" }\n}\ntarget \"a\" {\n  contexts = { b = \"target:bsae\" }\n}\n";
+        let (_, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(at.as_deref(), Some("t.hcl:6:20-6:33"));
+
+        // JSON files too.
+        let src = r#"{"target": {"base": {}, "a": {"contexts": {"b": "target:bse"}}}}"#;
+        let (_, at) = link_at(&[("t.json", src)], &[], &["a"]);
+        assert_eq!(at.as_deref(), Some("t.json:1:49-1:61"));
+
+        // Loops point at the entry that closes them.
+        let src = "target \"a\" {\n  contexts = { up = \"target:b\" }\n}\ntarget \"b\" {\n  contexts = {\n    x = \"docker-image://x\"\n    down = \"target:a\"\n  }\n}\n";
+        let (link, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert!(matches!(link, LinkProblem::Loop { .. }), "{link:?}");
+        assert_eq!(at.as_deref(), Some("t.hcl:7:12-7:22"));
+    }
+
+    #[test]
+    fn link_problems_not_written_as_an_entry_point_at_the_attribute() {
+        let whole = Some("t.hcl:3:14-5:4");
+        let src =
+            "target \"base\" {}\ntarget \"a\" {\n  contexts = {\n    b = \"target:base\"\n  }\n}\n";
+        // `--set` replaced the entry's value.
+        let (_, at) = link_at(&[("t.hcl", src)], &["a.contexts.b=target:bse"], &["a"]);
+        assert_eq!(at.as_deref(), whole);
+        // `--set` added the entry.
+        let (_, at) = link_at(&[("t.hcl", src)], &["a.contexts.c=target:bse"], &["a"]);
+        assert_eq!(at.as_deref(), whole);
+
+        // An expression, not an object literal.
+        let src = "target \"a\" {\n  contexts = merge({}, { b = \"target:bse\" })\n}\n";
+        let (_, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(at.as_deref(), Some("t.hcl:2:14-2:45"));
+        // A computed key.
+        let src = "variable \"K\" { default = \"b\" }\ntarget \"a\" {\n  contexts = { \"${K}\" = \"target:bse\" }\n}\n";
+        let (_, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(at.as_deref(), Some("t.hcl:3:14-3:39"));
+        // A later block's expression replaced the literal entry.
+        let src = "target \"a\" {\n  contexts = { b = \"target:base\" }\n}\ntarget \"a\" {\n  contexts = merge({ b = \"target:bse\" })\n}\n";
+        let (_, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(
+            at.as_deref(),
+            Some("t.hcl:2:14-2:35"),
+            "the first block's attribute"
+        );
+
+        // Inherited: the child has no `contexts` of its own...
+        let src = "target \"p\" {\n  contexts = { b = \"target:bse\" }\n}\ntarget \"a\" {\n  inherits = [\"p\"]\n}\n";
+        let (_, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(at, None);
+        // ...or one without that entry.
+        let src = "target \"p\" {\n  contexts = { b = \"target:bse\" }\n}\ntarget \"a\" {\n  inherits = [\"p\"]\n  contexts = { c = \"docker-image://x\" }\n}\n";
+        let (_, at) = link_at(&[("t.hcl", src)], &[], &["a"]);
+        assert_eq!(at.as_deref(), Some("t.hcl:6:14-6:40"));
+    }
+
+    #[test]
+    fn entry_spans_cover_every_map_attribute() {
+        let src = "target \"a\" {\n  args = { A = \"1\", B = \"2\" }\n  labels = { \"l\" = \"x\" }\n  extra-hosts = { h = \"1.2.3.4\" }\n}\ntarget \"a\" {\n  args = { A = null, B = \"3\" }\n}\n";
+        let bake = crate::load(vec![("t.hcl".into(), src.into())], &Default::default()).unwrap();
+        let at = |attr: &str, key: &str, value: &str| {
+            let s = bake.config.entry_span("a", attr, key, value)?;
+            let p = bake.sources.pos(s)?;
+            Some((p.line, p.col))
+        };
+        // A null value does not replace an earlier block's entry.
+        assert_eq!(at("args", "A", "1"), Some((2, 16)));
+        assert_eq!(at("args", "B", "3"), Some((7, 26)));
+        // A stale value falls back to the attribute (first declaration).
+        assert_eq!(at("args", "B", "2"), Some((2, 10)));
+        assert_eq!(at("labels", "l", "x"), Some((3, 20)));
+        assert_eq!(at("extra-hosts", "h", "1.2.3.4"), Some((4, 23)));
+        assert_eq!(at("contexts", "c", "x"), None);
     }
 
     #[test]

@@ -72,8 +72,9 @@ pub fn resolve(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<Re
         .map_err(|e| locate_resolve_error(bake, e))
 }
 
-/// Points resolution errors about `target:` links at the `contexts`
-/// attribute of the linking target, with a "did you mean" for unknown names.
+/// Points resolution errors about `target:` links at the `contexts` entry
+/// of the linking target (or its whole `contexts` attribute when the entry
+/// was not written there), with a "did you mean" for unknown names.
 fn locate_resolve_error(bake: &Bake, e: kiln_bake::Error) -> CliError {
     use kiln_bake::LinkProblem;
     let kiln_bake::Error::Resolve(kiln_bake::ResolveError {
@@ -83,31 +84,22 @@ fn locate_resolve_error(bake: &Bake, e: kiln_bake::Error) -> CliError {
     else {
         return CliError::from(e);
     };
-    let (from, hint) = match link {
-        LinkProblem::Unknown { from, missing } => {
+    let hint = match link {
+        LinkProblem::Unknown { missing, .. } => {
             let names = bake.config.targets.iter().map(|t| t.name.as_str());
-            let hint = match kiln_bake::suggest::suggest(missing, names) {
+            match kiln_bake::suggest::suggest(missing, names) {
                 Some(s) => format!("did you mean \"target:{s}\"?"),
                 None => "define that target, or point the context at an image (docker-image://...) or a directory".into(),
-            };
-            (from, hint)
+            }
         }
-        LinkProblem::Loop { from, .. } => (
-            from,
-            "targets linked through target: contexts must not form a loop".to_string(),
-        ),
-        LinkProblem::Other { from } => (
-            from,
-            "check the target: contexts of this target".to_string(),
-        ),
+        LinkProblem::Loop { .. } => {
+            "targets linked through target: contexts must not form a loop".to_string()
+        }
+        LinkProblem::Other { .. } => "check the target: contexts of this target".to_string(),
     };
-    let message = match bake
-        .config
-        .attr_spans
-        .get(&(from.clone(), "contexts".into()))
-    {
+    let message = match link.span(&bake.config) {
         Some(sp) => kiln_bake::diag::render(
-            &kiln_bake::Diags::at(*sp, message.clone(), ""),
+            &kiln_bake::Diags::at(sp, message.clone(), ""),
             &bake.sources,
         ),
         None => message.clone(),

@@ -42,17 +42,22 @@ fn graph_error(bake: &Bake, e: GraphError) -> CliError {
                 .attr_spans
                 .get(&(n.clone(), "contexts".into()))
                 .or(bake.config.target_spans.get(n))
+                .copied()
         }),
-        GraphError::UnknownContextTarget { target, .. } => bake
+        GraphError::UnknownContextTarget {
+            target,
+            context,
+            name,
+            ..
+        } => bake
             .config
-            .attr_spans
-            .get(&(target.clone(), "contexts".into())),
+            .entry_span(target, "contexts", context, &format!("target:{name}")),
         GraphError::UnknownTarget { name, .. } | GraphError::DuplicateTarget { name } => {
-            bake.config.target_spans.get(name)
+            bake.config.target_spans.get(name).copied()
         }
     };
     let rendered = match span {
-        Some(s) => kiln_bake::diag::render(&Diags::at(*s, message.clone(), ""), &bake.sources),
+        Some(s) => kiln_bake::diag::render(&Diags::at(s, message.clone(), ""), &bake.sources),
         None => message,
     };
     let mut err = CliError::usage(rendered);
