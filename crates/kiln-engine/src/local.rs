@@ -109,10 +109,7 @@ impl LocalEngine {
             )
         }
         .map_err(|e| unreachable(e.to_string()))?;
-        docker
-            .ping()
-            .await
-            .map_err(|e| unreachable(e.to_string()))?;
+        // `/version` answers only from a live daemon: no separate ping.
         let v = docker
             .version()
             .await

@@ -299,3 +299,31 @@ fn buildx_command_lines_for_the_twin() {
     assert_eq!(stable.len(), 15, "one cache ref per target");
     insta::assert_snapshot!("twin_buildx_commands", text);
 }
+
+/// The twin pushes to the registry the dev environment started: with
+/// `KILN_REGISTRY` exported (dev-env prints it, e.g. on port 5001 when
+/// 5000 was taken), every tag follows it; without it, 127.0.0.1:5000.
+#[test]
+fn the_twin_follows_the_dev_environments_registry() {
+    let file = "examples/twin/docker-bake.hcl";
+    let tags = |env: &[(&str, &str)]| -> Vec<String> {
+        let v = kiln(&["print", "-f", file, "rocm-runtime"], env);
+        v["target"]["rocm-runtime"]["tags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    let moved = tags(&[("KILN_REGISTRY", "127.0.0.1:5001")]);
+    assert!(!moved.is_empty());
+    assert!(
+        moved.iter().all(|t| t.starts_with("127.0.0.1:5001/")),
+        "{moved:?}"
+    );
+    let default = tags(&[]);
+    assert!(
+        default.iter().all(|t| t.starts_with("127.0.0.1:5000/")),
+        "{default:?}"
+    );
+}
