@@ -21,7 +21,7 @@ pub struct Report {
     pub tight_lower_bound_s: f64,
     pub policy: String,
     pub assignments: Vec<ReportAssignment>,
-    /// Targets already built and published: not scheduled, pulled from the registry.
+    /// Targets already built (their key recorded): not scheduled, skipped by key.
     pub published: Vec<String>,
     /// Targets whose cost is the documented default (no history, not in the costs file).
     pub default_costs: Vec<String>,
@@ -203,7 +203,7 @@ pub fn render_text(
     );
     let _ = writeln!(
         o,
-        "already built (cost nothing, pulled from the registry): {}",
+        "already built (cost nothing: recorded, skipped by key): {}",
         list_or_none(&published)
     );
     o.push('\n');
@@ -483,7 +483,7 @@ mod tests {
         let p = problem(true, 1);
         let s = schedule(&p, Policy::Kiln);
         let text = render_text(&p, &s, &[], 20, false);
-        assert!(text.contains("already built (cost nothing, pulled from the registry): a, b"));
+        assert!(text.contains("already built (cost nothing: recorded, skipped by key): a, b"));
         assert!(text.contains("\nn |                    |\n"), "{text}");
         let json = serde_json::to_value(Report::new(&p, &s, &[])).unwrap();
         assert_eq!(json["makespan_s"], 0.0);
