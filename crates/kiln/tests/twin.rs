@@ -327,3 +327,30 @@ fn the_twin_follows_the_dev_environments_registry() {
         "{default:?}"
     );
 }
+
+/// The twin ships what its targets cost: a fresh clone's schedule of the
+/// twin on its fleet uses no 600 s defaults for one-second builds, and
+/// every target of the costs file is one of the twin's.
+#[test]
+fn the_twins_costs_cover_every_target() {
+    let v = kiln(
+        &[
+            "schedule",
+            "--simulate",
+            "--fleet",
+            "examples/twin/fleet.toml",
+            "--costs",
+            "examples/twin/costs.toml",
+            "-f",
+            "examples/twin/docker-bake.hcl",
+            "--format",
+            "json",
+            "default",
+            "pytorch-run",
+            "pytorch-test",
+        ],
+        &[],
+    );
+    assert_eq!(v["default_costs"], serde_json::json!([]), "{v}");
+    assert!(v["makespan_s"].as_f64().unwrap() < 60.0, "{v}");
+}
