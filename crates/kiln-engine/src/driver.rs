@@ -360,6 +360,41 @@ fn explain_failure(spec: &BuildSpec, msg: &str) -> String {
             spec.name
         );
     }
+    if let Some(i) = lower.find("failed to push ") {
+        let pushed = msg[i + "failed to push ".len()..]
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(':');
+        let reference = kiln_plan::ImageRef::parse(pushed)
+            .map(|r| r.domain().to_string())
+            .unwrap_or_else(|| pushed.to_string());
+        let unreachable = [
+            "connection refused",
+            "no such host",
+            "i/o timeout",
+            "deadline exceeded",
+        ]
+        .iter()
+        .any(|w| lower.contains(w));
+        let why = if unreachable {
+            format!("the builder cannot reach the registry {reference}")
+        } else if lower.contains("401")
+            || lower.contains("403")
+            || lower.contains("unauthorized")
+            || lower.contains("denied")
+        {
+            format!(
+                "the registry {reference} refused the push (credentials: docker login on the builder's side)"
+            )
+        } else {
+            format!("the push to {reference} failed")
+        };
+        return format!(
+            "target {}: {why}; the image was built but not pushed, and nothing was recorded ({msg})",
+            spec.name
+        );
+    }
     if lower.contains("network bridge not found") {
         return format!(
             "{msg} (this engine runs without a bridge network: set network = \"host\" on the target)"
@@ -417,6 +452,20 @@ mod tests {
             "failed to solve: failed to resolve source metadata for docker.io/library/nope:latest: pull access denied",
         );
         assert!(m.contains("base image docker.io/library/nope"), "{m}");
+        let m = explain_failure(
+            &spec,
+            "failed to push 127.0.0.1:1/x/a:1: failed to do request: Head \"https://127.0.0.1:1/v2/x/a/blobs/sha256:6a\": dial tcp 127.0.0.1:1: connect: connection refused",
+        );
+        assert!(
+            m.contains("the builder cannot reach the registry 127.0.0.1"),
+            "{m}"
+        );
+        assert!(m.contains("nothing was recorded"), "{m}");
+        let m = explain_failure(
+            &spec,
+            "failed to push reg.example/x:1: unexpected status: 401 Unauthorized",
+        );
+        assert!(m.contains("refused the push"), "{m}");
         assert!(m.contains("target app"), "{m}");
     }
 }
