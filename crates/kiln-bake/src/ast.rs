@@ -80,18 +80,26 @@ impl ObjKey {
         match self {
             ObjKey::Ident(name, _) => Some(name.clone()),
             ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(s.clone()),
-            ObjKey::Expr(Expr::Template(parts, _)) => {
-                let mut s = String::new();
-                for p in parts {
-                    match p {
-                        TPart::Lit(t) => s.push_str(t),
-                        _ => return None,
-                    }
-                }
-                Some(s)
-            }
-            ObjKey::Expr(_) => None,
+            ObjKey::Expr(e) => e.template_text(),
         }
+    }
+}
+
+impl Expr {
+    /// The text of a template made of literal parts only (no `${}` or
+    /// `%{}`), `None` for anything else.
+    pub fn template_text(&self) -> Option<String> {
+        let Expr::Template(parts, _) = self else {
+            return None;
+        };
+        let mut s = String::new();
+        for p in parts {
+            match p {
+                TPart::Lit(t) => s.push_str(t),
+                _ => return None,
+            }
+        }
+        Some(s)
     }
 }
 

@@ -1048,7 +1048,7 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
             // JSON syntax: a string holding a type expression.
             let text = match e {
                 Expr::Literal(Value::String(s), _) => s.clone(),
-                _ => match parts_text(e) {
+                _ => match e.template_text() {
                     Some(t) => t,
                     None => return Err(bad(*span, "this expression")),
                 },
@@ -1125,22 +1125,6 @@ fn is_literal_text(e: &Expr) -> bool {
         Expr::Literal(Value::String(_), _) => true,
         Expr::Template(parts, _) => parts.iter().all(|p| matches!(p, TPart::Lit(_))),
         _ => false,
-    }
-}
-
-fn parts_text(e: &Expr) -> Option<String> {
-    match e {
-        Expr::Template(parts, _) => {
-            let mut s = String::new();
-            for p in parts {
-                match p {
-                    TPart::Lit(t) => s.push_str(t),
-                    _ => return None,
-                }
-            }
-            Some(s)
-        }
-        _ => None,
     }
 }
 

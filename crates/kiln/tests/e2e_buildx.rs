@@ -92,12 +92,17 @@ group "mixed" { targets = ["after-broken", "app"] }
 "#;
 
 fn fixture(salt: &str) -> PathBuf {
-    workspace(&[
+    fixture_from(salt, "kiln/busybox:latest")
+}
+
+/// The fixture with every Dockerfile built `FROM` the base image `from`.
+fn fixture_from(salt: &str, from: &str) -> PathBuf {
+    let files: [(&str, &str); 8] = [
         ("docker-bake.hcl", BAKE),
         (
             "Dockerfile.base",
             &format!(
-                "FROM kiln/busybox:latest AS build\nRUN echo built-{salt} > /out\nFROM kiln/busybox:latest\nCOPY --from=build /out /base.txt\n"
+                "FROM {from} AS build\nRUN echo built-{salt} > /out\nFROM {from}\nCOPY --from=build /out /base.txt\n"
             ),
         ),
         (
@@ -107,20 +112,26 @@ fn fixture(salt: &str) -> PathBuf {
         ("src/a.txt", "A\n"),
         (
             "Dockerfile.broken",
-            "FROM kiln/busybox:latest\nRUN echo about to fail && exit 3\n",
+            "FROM {from}\nRUN echo about to fail && exit 3\n",
         ),
         ("Dockerfile.after", "FROM b\nRUN true\n"),
         (
             "Dockerfile.jobs",
             &format!(
-                "FROM kiln/busybox:latest\nRUN --mount=type=secret,id=kiln-jobs cp /run/secrets/kiln-jobs /jobs && echo {salt} > /salt\n"
+                "FROM {from}\nRUN --mount=type=secret,id=kiln-jobs cp /run/secrets/kiln-jobs /jobs && echo {salt} > /salt\n"
             ),
         ),
         (
             "Dockerfile.lost",
-            &format!("FROM kiln/busybox:latest\nRUN echo lost-{salt} > /lost\n"),
+            &format!("FROM {from}\nRUN echo lost-{salt} > /lost\n"),
         ),
-    ])
+    ];
+    let files: Vec<(&str, String)> = files
+        .into_iter()
+        .map(|(n, t)| (n, t.replace("{from}", from)))
+        .collect();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    workspace(&refs)
 }
 
 /// The buildx driver builds, hands over, records and skips like the
@@ -664,43 +675,9 @@ fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
         return;
     };
     let salt = unique("");
-    let bake = r#"
-variable "REG" { default = "127.0.0.1:5000" }
-variable "U" { default = "x" }
-target "_c" { network = "host" }
-target "base" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.base"
-  tags = ["${REG}/e2e-rx-${U}/base:1"]
-}
-target "app" {
-  inherits = ["_c"]
-  contexts = { base = "target:base" }
-  tags = ["${REG}/e2e-rx-${U}/app:1"]
-}
-target "loose" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.base"
-}
-group "default" { targets = ["app"] }
-"#;
     // The base image comes from the registry: a builder without an image
     // store has nowhere else to get it.
-    let from = format!("{reg}/kiln/busybox:latest");
-    let dir = workspace(&[
-        ("docker-bake.hcl", bake),
-        (
-            "Dockerfile.base",
-            &format!(
-                "FROM {from} AS build\nRUN echo built-{salt} > /out\nFROM {from}\nCOPY --from=build /out /base.txt\n"
-            ),
-        ),
-        (
-            "Dockerfile",
-            "FROM base\nCOPY src/ /src/\nRUN cat /base.txt /src/* > /all\n",
-        ),
-        ("src/a.txt", "A\n"),
-    ]);
+    let dir = fixture_from(&salt, &format!("{reg}/kiln/busybox:latest"));
     let vars = [
         "--var",
         &format!("REG={reg}"),
@@ -719,8 +696,9 @@ group "default" { targets = ["app"] }
         kiln_bx(&dir, &host, &config, &a, &[])
     };
 
-    // Not pushed: refused before anything builds, saying what to do.
-    let o = run("build", &["loose"]);
+    // Not pushed (no tags): refused before anything builds, saying what
+    // to do.
+    let o = run("build", &["jobs"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
     let err = stderr_of(&o);
     assert!(err.contains("keeps no image store"), "{err}");
@@ -730,7 +708,7 @@ group "default" { targets = ["app"] }
     let o = run("build", &["--push"]);
     ok(&o);
     let s = summary(&o);
-    let repo = |n: &str| format!("{reg}/e2e-rx-{salt}/{n}");
+    let repo = |n: &str| format!("{reg}/e2e-bx-{salt}/{n}");
     for n in ["base", "app"] {
         let t = target(&s, n);
         assert_eq!(t["status"], "built", "{t}");

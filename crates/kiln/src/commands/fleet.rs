@@ -162,39 +162,28 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                             ))
                             .unwrap_or_default()
                     )),
-                    None if r.status == "up" => t.push_str(&format!(
-                        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}{}\n",
-                        r.name,
-                        r.status,
-                        "-",
-                        "-",
-                        "-",
-                        "-",
-                        "-",
-                        r.endpoint,
-                        r.builder
-                            .as_ref()
-                            .map(|b| format!(
-                                "  (buildx {} {} driver, {}, {}; no image store: hand-over by registry digest, memory from the fleet file)",
-                                b.buildx,
-                                b.driver,
-                                b.engine_version,
-                                b.platforms.join(",")
-                            ))
-                            .unwrap_or_default()
-                    )),
-                    None => t.push_str(&format!(
-                        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}  ({})\n",
-                        r.name,
-                        r.status,
-                        "-",
-                        "-",
-                        "-",
-                        "-",
-                        "-",
-                        r.endpoint,
-                        r.error.clone().unwrap_or_default()
-                    )),
+                    None => {
+                        // Up without facts: a builder with no engine to
+                        // probe; down: why.
+                        let note = if r.status == "up" {
+                            r.builder
+                                .as_ref()
+                                .map(|b| format!(
+                                    "  (buildx {} {} driver, {}, {}; no image store: hand-over by registry digest, memory from the fleet file)",
+                                    b.buildx,
+                                    b.driver,
+                                    b.engine_version,
+                                    b.platforms.join(",")
+                                ))
+                                .unwrap_or_default()
+                        } else {
+                            format!("  ({})", r.error.clone().unwrap_or_default())
+                        };
+                        t.push_str(&format!(
+                            "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}{}\n",
+                            r.name, r.status, "-", "-", "-", "-", "-", r.endpoint, note
+                        ));
+                    }
                 }
             }
             t
