@@ -34,6 +34,22 @@ fn kiln_bx(dir: &Path, host: &str, config: &str, args: &[&str], env: &[(&str, &s
     kiln(dir, host, args, &all)
 }
 
+/// `kiln build --driver buildx --progress plain --format json EXTRA...`
+/// in `dir` with the buildx environment.
+fn build_bx(dir: &Path, host: &str, config: &str, extra: &[&str]) -> Output {
+    let mut a = vec![
+        "build",
+        "--driver",
+        "buildx",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+    ];
+    a.extend_from_slice(extra);
+    kiln_bx(dir, host, config, &a, &[])
+}
+
 fn ok(o: &Output) {
     assert!(
         o.status.success(),
@@ -154,18 +170,9 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
         &format!("U={salt}"),
     ];
     let build = |extra: &[&str]| {
-        let mut a = vec![
-            "build",
-            "--driver",
-            "buildx",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-        ];
-        a.extend_from_slice(&vars);
+        let mut a = vars.to_vec();
         a.extend_from_slice(extra);
-        kiln_bx(&dir, &host, &config, &a, &[])
+        build_bx(&dir, &host, &config, &a)
     };
     let o = build(&["--push"]);
     ok(&o);
@@ -868,19 +875,7 @@ group "default" { targets = ["vendored"] }
         ),
         ("vendor/a.txt", "first\n"),
     ]);
-    let build = |extra: &[&str]| {
-        let mut a = vec![
-            "build",
-            "--driver",
-            "buildx",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-        ];
-        a.extend_from_slice(extra);
-        kiln_bx(&dir, &host, &config, &a, &[])
-    };
+    let build = |extra: &[&str]| build_bx(&dir, &host, &config, extra);
     let cat = |image: &str| {
         docker(
             &host,
