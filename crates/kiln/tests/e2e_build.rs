@@ -351,7 +351,7 @@ fn preflight_names_a_missing_image_and_its_producer() {
     let salt = unique("");
     let missing = format!("{reg}/kiln-e2e/never-pushed-{salt}:1");
     let bake = format!(
-        "target \"producer\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.p\"\n  tags = [\"{missing}\"]\n}}\ntarget \"consumer\" {{\n  network = \"host\"\n}}\ntarget \"offline\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.o\"\n}}\n"
+        "target \"producer\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.p\"\n  tags = [\"{missing}\"]\n  output = [\"type=registry\"]\n}}\ntarget \"consumer\" {{\n  network = \"host\"\n}}\ntarget \"offline\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.o\"\n}}\n"
     );
     let dir = workspace(&[
         ("docker-bake.hcl", &bake),
@@ -381,7 +381,8 @@ fn preflight_names_a_missing_image_and_its_producer() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true, "{v}");
-    // A cache ref to import that does not exist yet is a warning only.
+    // A cache ref to import that does not exist yet (the pushed tag of a
+    // target that pushes, as `kiln plan` shows it) is a warning only.
     let o = kiln(
         &dir,
         &host,
