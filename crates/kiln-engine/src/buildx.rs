@@ -421,6 +421,23 @@ async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
         .await
         .map(|h| h.trim().to_string())
     };
+    // The docker CLI keeps each context in its store as
+    // `contexts/meta/<sha256 of the name>/meta.json`; reading it answers
+    // without starting a process (a no-op run's slowest step otherwise).
+    // Anything unexpected asks the CLI.
+    if let Some(host) = context_host_from_store(&b.name) {
+        return Ok(remember(
+            b,
+            (
+                Inspected {
+                    driver: "docker".into(),
+                    endpoint: Some(b.name.clone()),
+                    ..Inspected::default()
+                },
+                Some(host),
+            ),
+        ));
+    }
     let first = host_of(b.name.clone()).await;
     if let Err(e) = &first
         && e.starts_with("cannot run ")
@@ -479,6 +496,31 @@ async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
         }
     };
     Ok(remember(b, found))
+}
+
+/// The docker endpoint of context `name` from the docker CLI's context
+/// store (`$DOCKER_CONFIG`, else `~/.docker`), when it is there and plain:
+/// a context with TLS material is left to the CLI.
+fn context_host_from_store(name: &str) -> Option<String> {
+    let config = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))?;
+    let id = crate::identity::sha256_hex(name.as_bytes());
+    let contexts = config.join("contexts");
+    if contexts.join("tls").join(&id).exists() {
+        return None;
+    }
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(contexts.join("meta").join(&id).join("meta.json")).ok()?,
+    )
+    .ok()?;
+    if meta.get("Name").and_then(|n| n.as_str()) != Some(name) {
+        return None;
+    }
+    meta.pointer("/Endpoints/docker/Host")
+        .and_then(|h| h.as_str())
+        .filter(|h| h.starts_with("unix://") || h.starts_with("tcp://"))
+        .map(String::from)
 }
 
 fn remember(b: &BuilderSpec, found: Found) -> Found {

@@ -136,7 +136,7 @@ fn canonical(v: &Value) -> Value {
 }
 
 /// SHA-256, as the OCI world names content.
-fn sha256_hex(data: &[u8]) -> String {
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
     use sha2::Digest;
     let d = sha2::Sha256::digest(data);
     d.iter().map(|b| format!("{b:02x}")).collect()
