@@ -92,8 +92,16 @@ macro_rules! secs {
     };
 }
 
+/// The engines this process connected to, by endpoint.
+fn connected() -> &'static std::sync::Mutex<HashMap<String, LocalEngine>> {
+    static ENGINES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, LocalEngine>>> =
+        std::sync::OnceLock::new();
+    ENGINES.get_or_init(Default::default)
+}
+
 impl LocalEngine {
-    /// Connects and checks that the engine answers.
+    /// Connects and checks that the engine answers (once per process and
+    /// endpoint).
     pub async fn connect(endpoint: Endpoint) -> Result<LocalEngine, EngineError> {
         let unreachable = |detail: String| EngineError::Unreachable {
             endpoint: endpoint.host.clone(),
@@ -109,6 +117,21 @@ impl LocalEngine {
             )
         }
         .map_err(|e| unreachable(e.to_string()))?;
+        // An engine this process already connected to (preflight, then the
+        // run) is not asked again: its platform, store and version do not
+        // change, and what was learned of its images is shared. A daemon
+        // gone since shows at the first request, as a lost node.
+        if let Some(known) = connected()
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&endpoint.host).cloned())
+        {
+            return Ok(LocalEngine {
+                docker,
+                endpoint,
+                ..known
+            });
+        }
         // `/version` answers only from a live daemon: no separate ping.
         let v = docker
             .version()
@@ -124,14 +147,18 @@ impl LocalEngine {
             .await
             .map_err(|e| unreachable(e.to_string()))?;
         let image_store = ImageStore::from_driver_status(&info.driver_status.unwrap_or_default());
-        Ok(LocalEngine {
+        let engine = LocalEngine {
             docker,
             endpoint,
             platform,
             image_store,
             version: v.version.unwrap_or_default(),
             seen: Default::default(),
-        })
+        };
+        if let Ok(mut m) = connected().lock() {
+            m.insert(engine.endpoint.host.clone(), engine.clone());
+        }
+        Ok(engine)
     }
 
     /// Whether the daemon still answers.
