@@ -50,6 +50,16 @@ fn build_bx(dir: &Path, host: &str, config: &str, extra: &[&str]) -> Output {
     kiln_bx(dir, host, config, &a, &[])
 }
 
+/// The layer-cache exports a target's summary lists.
+fn cache_exports(t: &serde_json::Value) -> Vec<&serde_json::Value> {
+    t["cache"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "export")
+        .collect()
+}
+
 fn ok(o: &Output) {
     assert!(
         o.status.success(),
@@ -185,12 +195,7 @@ fn the_buildx_driver_builds_skips_and_reports_what_went_wrong() {
         assert!(t["digest"].as_str().unwrap().starts_with("sha256:"), "{t}");
         // The registry cache: imported (a first build finds nothing) and
         // exported with mode=max.
-        let exports: Vec<_> = t["cache"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["kind"] == "export")
-            .collect();
+        let exports = cache_exports(t);
         assert_eq!(exports.len(), 1, "{t}");
         assert_eq!(exports[0]["outcome"], "ok", "{t}");
         assert!(Path::new(t["log"].as_str().unwrap()).is_file(), "{t}");
@@ -724,12 +729,7 @@ fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
         // The image is the registry digest: there is no local tag.
         assert_eq!(t["image"], format!("{}@{digest}", repo(n)), "{t}");
         assert_eq!(registry_digest(&format!("{}:1", repo(n))), digest);
-        let exports: Vec<_> = t["cache"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["kind"] == "export")
-            .collect();
+        let exports = cache_exports(t);
         assert_eq!(exports.len(), 1, "{t}");
         assert_eq!(exports[0]["outcome"], "ok", "{t}");
     }
