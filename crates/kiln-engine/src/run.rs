@@ -373,6 +373,9 @@ pub async fn run(
         reporter: reporter.clone(),
         opts,
     });
+    if !shared.fleet && !shared.opts.force {
+        warm(&shared.nodes[0], &shared.specs, &shared.opts).await;
+    }
     let specs = &shared.specs;
     let mut results: Vec<Option<TargetResult>> = vec![None; n];
     // Finished targets' output image ids (for keys) and unique references
@@ -797,6 +800,43 @@ fn choose_among(
 }
 
 /// Runs a store call off the async threads (a store may block on I/O).
+/// Asks the engine at once about every image a skip will check, so a run
+/// where much is recorded waits for one round of image lookups instead of
+/// one per level of the graph. It follows the records the way the run will
+/// (a hit's recorded image is its output for its dependents' keys) but
+/// decides nothing: the run still keys, looks up and locates every target
+/// itself, and what changes between here and there (a record that turns out
+/// stale, an image that is gone) is found then. Errors only end the guess.
+async fn warm(node: &Node, specs: &[BuildSpec], opts: &RunOptions) {
+    let Some(engine) = &node.engine else {
+        return;
+    };
+    let mut outputs: HashMap<String, String> = HashMap::new();
+    let mut refs: Vec<String> = Vec::new();
+    for spec in specs {
+        let Ok(keyed) = key_on(
+            &node.resolver,
+            spec,
+            specs,
+            &outputs,
+            opts.stat_cache.clone(),
+        )
+        .await
+        else {
+            continue;
+        };
+        let Some(key) = keyed.key.filter(|_| keyed.volatile.is_empty()) else {
+            continue;
+        };
+        if let Ok(Lookup::Hit(entry)) = store_call(&opts.store, move |s| s.get(&key)).await {
+            refs.push(local_ref(&spec.name, &entry.record.image_id));
+            outputs.insert(spec.name.clone(), entry.record.image_id);
+        }
+    }
+    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+    engine.prefetch(&refs).await;
+}
+
 async fn store_call<T: Send + 'static>(
     store: &Arc<dyn RecordStore>,
     f: impl FnOnce(&dyn RecordStore) -> Result<T, kiln_store::StoreError> + Send + 'static,
