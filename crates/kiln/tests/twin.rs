@@ -18,31 +18,7 @@ const TWIN: &str = "examples/twin/docker-bake.hcl";
 const REFERENCE: &str = "stacks/rocm/docker-bake.hcl";
 
 fn plan_edges(file: &str, env: &[(&str, &str)]) -> (BTreeSet<(String, String)>, Vec<String>) {
-    let v = kiln(
-        &[
-            "plan",
-            "-f",
-            file,
-            "default",
-            "pytorch-run",
-            "pytorch-test",
-            "--format",
-            "json",
-        ],
-        env,
-    );
-    let mut edges = BTreeSet::new();
-    let mut order = Vec::new();
-    for t in v["targets"].as_array().unwrap() {
-        let name = t["name"].as_str().unwrap().to_string();
-        for d in t["deps"].as_array().unwrap() {
-            let d = d.as_str().unwrap().to_string();
-            assert!(order.contains(&d), "{d} after {name}");
-            edges.insert((d, name.clone()));
-        }
-        order.push(name);
-    }
-    (edges, order)
+    common::plan_edges(env!("CARGO_BIN_EXE_kiln"), file, env, file != REFERENCE)
 }
 
 #[test]

@@ -108,15 +108,18 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
         }
     };
     crate::output::write(out, &text)?;
-    // A plan of files without their Dockerfiles (a reference stack, the
-    // graph of someone else's project) is still a plan: this is a warning
-    // here; `kiln build` refuses the same targets (exit 2).
+    // The plan is printed either way (the graph of files without their
+    // Dockerfiles, a reference stack, is still worth reading), but plan and
+    // build must agree: what `kiln build` refuses is bad input here too.
     if !unplannable.is_empty() {
-        eprintln!(
-            "warning: {} target(s) cannot be built as the files say (kiln build would stop with exit 2):\n  {}",
+        return Err(CliError::usage(format!(
+            "{} target(s) cannot be built as the files say (kiln build stops on the same):\n  {}",
             unplannable.len(),
             unplannable.join("\n  ")
-        );
+        ))
+        .with_hint(
+            "add what is missing, or read the graph alone with `kiln plan --graph mermaid` (or `dot`) or `kiln print`",
+        ));
     }
     Ok(())
 }

@@ -32,6 +32,62 @@ pub fn kiln_json(bin: &str, args: &[&str], env: &[(&str, &str)]) -> serde_json::
     serde_json::from_slice(&o.stdout).expect("JSON on stdout")
 }
 
+/// `kiln plan -f FILE default pytorch-run pytorch-test --format json` in
+/// the file's directory: the graph's edges (dependency, dependent) and the
+/// build order, every dependency checked to come first. A stack without
+/// its Dockerfiles (`sources: false`, the reference stack) is still
+/// printed but exits 2, saying what cannot be built.
+pub fn plan_edges(
+    bin: &str,
+    file: &str,
+    env: &[(&str, &str)],
+    sources: bool,
+) -> (BTreeSet<(String, String)>, Vec<String>) {
+    // Contexts are relative to where kiln runs (as in bake): the file's
+    // own directory.
+    let path = root().join(file);
+    let dir = path.parent().expect("a file in a directory");
+    let name = path.file_name().and_then(|n| n.to_str()).expect("a name");
+    let mut c = Command::new(bin);
+    c.args([
+        "plan",
+        "-f",
+        name,
+        "--format",
+        "json",
+        "default",
+        "pytorch-run",
+        "pytorch-test",
+    ])
+    .current_dir(dir)
+    .env_clear()
+    .env("PATH", std::env::var("PATH").unwrap_or_default());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("run kiln");
+    let err = String::from_utf8_lossy(&o.stderr);
+    if sources {
+        assert!(o.status.success(), "kiln plan -f {file} failed:\n{err}");
+    } else {
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("cannot be built as the files say"), "{err}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let mut edges = BTreeSet::new();
+    let mut order: Vec<String> = Vec::new();
+    for t in v["targets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap().to_string();
+        for d in t["deps"].as_array().unwrap() {
+            let d = d.as_str().unwrap().to_string();
+            assert!(order.contains(&d), "{d} after {name}");
+            edges.insert((d, name.clone()));
+        }
+        order.push(name);
+    }
+    (edges, order)
+}
+
 /// Runs the real `kiln` in `dir` with a cleared environment (only `PATH`),
 /// so nothing from the caller's shell leaks into snapshots.
 pub fn kiln_clean(dir: &Path, args: &[&str]) -> std::process::Output {
