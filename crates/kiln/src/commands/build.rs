@@ -176,6 +176,31 @@ impl Reporter for JsonReporter {
     }
 }
 
+/// The permanent terminal line of a finished target, or none for a target
+/// skipped as up to date: that one gets its single line in the summary, and
+/// the terminal keeps what happened in this run.
+fn terminal_line(
+    target: &str,
+    status: &str,
+    duration_s: f64,
+    image: Option<&str>,
+    reason: Option<&str>,
+) -> Option<String> {
+    let up_to_date = status == "skipped" && reason.is_some_and(|r| r.starts_with("up to date"));
+    if up_to_date {
+        return None;
+    }
+    let mark = match status {
+        "built" => "✔",
+        "skipped" => "=",
+        _ => "✘",
+    };
+    Some(format!(
+        "{mark} {target} {status} in {duration_s:.1}s {}",
+        image_and_reason(image, reason)
+    ))
+}
+
 /// Live status lines on a terminal: one line per running target.
 struct TtyReporter {
     bars: indicatif::MultiProgress,
@@ -222,28 +247,19 @@ impl Reporter for TtyReporter {
                 image,
                 reason,
             } => {
-                let msg = format!(
-                    "{status} in {duration_s:.1}s {}",
-                    image_and_reason(image.as_deref(), reason.as_deref())
-                );
                 // A finished target leaves one permanent line; its spinner goes
                 // away so nothing is left half-drawn when the summary prints.
                 if let Some(pb) = map.remove(target) {
                     pb.finish_and_clear();
                 }
-                let mark = match status.as_str() {
-                    "built" => "✔",
-                    "skipped" => "=",
-                    _ => "✘",
-                };
-                // A target skipped as up to date gets its one line in the
-                // summary; the terminal keeps what happened in this run.
-                let up_to_date = status == "skipped"
-                    && reason
-                        .as_deref()
-                        .is_some_and(|r| r.starts_with("up to date"));
-                if !up_to_date {
-                    self.bars.suspend(|| eprintln!("{mark} {target} {msg}"));
+                if let Some(line) = terminal_line(
+                    target,
+                    status,
+                    *duration_s,
+                    image.as_deref(),
+                    reason.as_deref(),
+                ) {
+                    self.bars.suspend(|| eprintln!("{line}"));
                 }
             }
             Event::Pushed {
@@ -495,4 +511,26 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::terminal_line;
+
+    /// A no-op on a terminal names each up-to-date target once (in the
+    /// summary), not twice; what happened in this run keeps its line.
+    #[test]
+    fn a_terminal_shows_up_to_date_targets_only_in_the_summary() {
+        let up = Some("up to date (built 2026-12-02T05:00:00Z on n)");
+        assert_eq!(terminal_line("a", "skipped", 0.0, None, up), None);
+        let line = terminal_line("a", "skipped", 0.1, None, Some("early cutoff")).unwrap();
+        assert!(
+            line.starts_with("= a skipped in 0.1s early cutoff"),
+            "{line}"
+        );
+        let line = terminal_line("b", "built", 2.0, Some("r/b:1"), None).unwrap();
+        assert!(line.starts_with("✔ b built in 2.0s r/b:1"), "{line}");
+        let line = terminal_line("c", "failed", 1.0, None, Some("exit 1")).unwrap();
+        assert!(line.starts_with("✘ c failed"), "{line}");
+    }
 }
