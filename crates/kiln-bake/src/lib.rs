@@ -62,6 +62,12 @@ pub enum Error {
         path: String,
         source: std::io::Error,
     },
+    /// A file is not UTF-8 text (bad input, at the byte where it stops).
+    #[error("{path}:{at}; bake files are UTF-8 (re-save it as UTF-8)")]
+    NotUtf8 {
+        path: String,
+        at: kiln_util::NotUtf8,
+    },
     /// A Compose file was given.
     #[error(
         "{path}: Compose files are not supported by kiln yet; convert the services to a docker-bake.hcl (see `docker buildx bake --print` for the equivalent definition)"
@@ -163,21 +169,20 @@ pub fn load(files: Vec<(String, String)>, opts: &Options) -> Result<Bake, Error>
 pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
     let mut files = Vec::new();
     for p in paths {
-        let text = if p == "-" {
-            let mut s = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| {
-                Error::Read {
-                    path: "-".into(),
-                    source: e,
-                }
-            })?;
-            s
+        let bytes = if p == "-" {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin(), &mut b).map(|_| b)
         } else {
-            std::fs::read_to_string(p).map_err(|e| Error::Read {
-                path: p.clone(),
-                source: e,
-            })?
-        };
+            std::fs::read(p)
+        }
+        .map_err(|e| Error::Read {
+            path: p.clone(),
+            source: e,
+        })?;
+        let text = kiln_util::utf8_text(bytes).map_err(|at| Error::NotUtf8 {
+            path: p.clone(),
+            at,
+        })?;
         files.push((p.clone(), text));
     }
     load(files, opts)

@@ -145,6 +145,11 @@ pub fn open(
             "the record store location is empty; {FORMS}"
         )));
     }
+    if let Some(why) = mistyped(location) {
+        return Err(StoreError::Invalid(format!(
+            "record store location {location:?} {why}; {FORMS}"
+        )));
+    }
     if let Some((scheme, _)) = location.split_once("://") {
         if scheme.eq_ignore_ascii_case("oci") {
             return Ok(Box::new(OciStore::new(location)?));
@@ -160,6 +165,46 @@ pub fn open(
         }
     }
     Ok(Box::new(FsStore::new(project_dir.join(location))))
+}
+
+/// The schemes a store location may have.
+const SCHEMES: &[&str] = &["oci"];
+
+/// Why `location`, which has no `scheme://`, looks like a URL or a registry
+/// with a typo rather than a directory (`oci:/x`, `oci:x`, `oci//x`,
+/// `127.0.0.1:5000/x`): such a location would otherwise silently become a
+/// local directory with that name.
+fn mistyped(location: &str) -> Option<String> {
+    if location.contains("://") || location.starts_with('/') || location.starts_with('.') {
+        return None;
+    }
+    let first = location.split('/').next().unwrap_or(location);
+    if let Some((scheme, _)) = first.split_once(':')
+        && let Some(known) = SCHEMES.iter().find(|k| k.eq_ignore_ascii_case(scheme))
+    {
+        return Some(format!(
+            "looks like a {known}:// URL with a typo (did you mean {known}://...?)"
+        ));
+    }
+    if let Some(known) = SCHEMES.iter().find(|k| k.eq_ignore_ascii_case(first))
+        && location[first.len()..].starts_with("//")
+    {
+        return Some(format!(
+            "looks like a {known}:// URL without its colon (did you mean {known}:{}?)",
+            &location[first.len()..]
+        ));
+    }
+    if let Some((host, port)) = first.rsplit_once(':')
+        && !host.is_empty()
+        && !port.is_empty()
+        && port.chars().all(|c| c.is_ascii_digit())
+        && location.len() > first.len() + 1
+    {
+        return Some(format!(
+            "looks like a registry (HOST:PORT/REPOSITORY); a registry store is written oci://{location}, and a directory with a colon in its name as ./{location}"
+        ));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -189,6 +234,31 @@ mod tests {
         // A colon alone is not a scheme.
         let s = open("store:v1", dir).unwrap();
         assert_eq!(s.location(), "/project/store:v1");
+        // A directory that only looks like a registry, said so.
+        let s = open("./127.0.0.1:5000/records", dir).unwrap();
+        assert_eq!(s.location(), "/project/./127.0.0.1:5000/records");
+    }
+
+    #[test]
+    fn a_mistyped_url_or_registry_is_an_error_not_a_directory() {
+        for (location, hint) in [
+            ("oci:/127.0.0.1:5000/kiln/records", "did you mean oci://"),
+            ("oci:127.0.0.1:5000/kiln/records", "did you mean oci://"),
+            ("OCI:/r/x", "did you mean oci://"),
+            (
+                "oci//127.0.0.1:5000/kiln/records",
+                "did you mean oci://127.0.0.1",
+            ),
+            (
+                "127.0.0.1:5000/kiln/records",
+                "oci://127.0.0.1:5000/kiln/records",
+            ),
+            ("localhost:5000/records", "oci://localhost:5000/records"),
+        ] {
+            let m = invalid(location);
+            assert!(m.contains(hint), "{location}: {m}");
+            assert!(m.contains(&format!("{location:?}")), "names it: {m}");
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 mod error_chain;
 pub mod gopath;
 mod suggest;
+mod text;
 
 pub use error_chain::error_chain;
 pub use suggest::{distance, suggest};
+pub use text::{NotUtf8, utf8_text};

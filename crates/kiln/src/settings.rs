@@ -101,8 +101,12 @@ impl BakeSettings {
 #[derive(Debug, Clone)]
 pub struct StoreSettings {
     pub endpoint: kiln_engine::Endpoint,
-    /// A directory (relative to `project`) or `oci://HOST[:PORT]/REPO`.
+    /// The store location as given (`kiln_store::open` reads it): a
+    /// directory (relative to `store_base`) or a URL.
     pub store: String,
+    /// What a relative store directory is relative to: where kiln runs
+    /// for one given on the command line, the project for the default.
+    pub store_base: PathBuf,
     /// The directory `.kiln/` lives in: the project's, that of the first
     /// bake file (`BakeSettings::project_dir`), wherever kiln runs.
     pub project: PathBuf,
@@ -122,11 +126,13 @@ impl StoreSettings {
             // A directory given on the command line is the user's, taken
             // from where they are; the default lives in the project.
             store: match args.store.clone().filter(|s| !s.is_empty()) {
-                Some(s) if !s.contains("://") && std::path::Path::new(&s).is_relative() => {
-                    cwd.join(s).display().to_string()
-                }
                 Some(s) => s,
                 None => ".kiln/store".into(),
+            },
+            store_base: if args.store.as_deref().is_some_and(|s| !s.is_empty()) {
+                cwd.to_path_buf()
+            } else {
+                project.to_path_buf()
             },
             project: project.to_path_buf(),
             stat_cache: project.join(".kiln/stat-cache.json"),

@@ -233,6 +233,47 @@ fn missing_file_and_no_file() {
     insta::assert_snapshot!("err_missing_file", stderr(&o));
 }
 
+/// A bake, fleet or costs file that is not UTF-8 is bad input (exit 2) at
+/// the line and column where it stops being text, not an environment
+/// failure; a mistyped store location is an error, not a new directory.
+#[test]
+fn files_that_are_not_utf8_and_mistyped_stores_are_bad_input() {
+    let dir = workspace(&[("Dockerfile", "FROM scratch\n")]);
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        b"target \"a\" {\n  args = { X = \"caf\xe9\" }\n}\n",
+    )
+    .unwrap();
+    let o = kiln(&dir, &["print"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("docker-bake.hcl:2:20: not UTF-8 text (byte 0xe9)"),
+        "{e}"
+    );
+    std::fs::write(dir.join("docker-bake.hcl"), "target \"a\" {}\n").unwrap();
+    std::fs::write(dir.join("fleet.toml"), b"[[node]]\nname = \"n\xff\"\n").unwrap();
+    for args in [
+        &["fleet", "--fleet", "fleet.toml"][..],
+        &["schedule", "--simulate", "--fleet", "fleet.toml", "a"][..],
+    ] {
+        let o = kiln(&dir, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("fleet.toml:2:10: not UTF-8 text (byte 0xff)"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    for store in ["oci:/127.0.0.1:5000/records", "127.0.0.1:5000/records"] {
+        let o = kiln(&dir, &["plan", "--store", store, "a"]);
+        assert_eq!(o.status.code(), Some(2), "{store}: {}", stderr(&o));
+        assert!(stderr(&o).contains("oci://"), "{store}: {}", stderr(&o));
+        assert!(!dir.join(store).exists() && !dir.join("127.0.0.1:5000").exists());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn compose_files_are_rejected_clearly() {
     let dir = workspace(&[("compose.yaml", "services:\n  app:\n    build: .\n")]);
@@ -455,8 +496,8 @@ fn help_subcommand_shows_a_commands_help() {
 /// What cannot be built as the files say is bad input before anything
 /// builds, at the line that says it: a COPY of a path the context does
 /// not hold (with its Dockerfile line), a missing Dockerfile, a missing
-/// context directory (not "a missing Dockerfile" under it). `kiln plan`
-/// stops on the first (no key can be computed) and warns on the others.
+/// context directory (not "a missing Dockerfile" under it), in `kiln plan`
+/// (exit 2, the plan still printed) as in `kiln build`.
 #[test]
 fn missing_sources_dockerfiles_and_contexts_are_bad_input_before_a_build() {
     let nohost = ["--host", "unix:///nonexistent/kiln.sock"];
@@ -486,14 +527,24 @@ fn missing_sources_dockerfiles_and_contexts_are_bad_input_before_a_build() {
         ),
         "{e}"
     );
-    // A plan of files without their Dockerfiles is still a plan (a
-    // reference stack): printed, with a warning that says build stops.
+    // A plan of files without their Dockerfiles is still printed (a
+    // reference stack), but it is bad input as in `kiln build`; the graph
+    // alone is not.
     let o = plan("nodf");
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stdout(&o).contains("nodf"), "the plan is printed");
     let e = stderr(&o);
     assert!(e.contains("Dockerfile.none does not exist"), "{e}");
-    assert!(e.contains("kiln build would stop"), "{e}");
+    assert!(e.contains("kiln build stops on the same"), "{e}");
+    assert!(
+        e.contains("--graph"),
+        "says how to get the graph alone: {e}"
+    );
+    let mut a = vec!["plan", "--graph", "dot"];
+    a.extend(nohost);
+    a.push("nodf");
+    let o = kiln(&dir, &a);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = plan("noctx");
     let e = stderr(&o);
     assert!(

@@ -37,8 +37,7 @@ struct NodeReport {
 }
 
 pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(&s.fleet)
-        .map_err(|e| CliError::usage(format!("cannot read the fleet file {}: {e}", s.fleet)))?;
+    let text = crate::prepare::fleet::read_input(&s.cwd, &s.fleet, "fleet")?;
     let fleet = kiln_plan::schedule::Fleet::parse(&s.fleet, &text)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let rt = runtime()?;

@@ -7,7 +7,6 @@
 //! `kiln_plan::schedule`; this command reads the files and reports.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 
 use kiln_plan::schedule::{
     CostsFile, Fleet, Job, Policy, Problem, Report, render_svg, render_text, schedule, validate,
@@ -15,6 +14,7 @@ use kiln_plan::schedule::{
 
 use crate::cli::{Format, SchedulePolicy};
 use crate::error::CliError;
+use crate::prepare::fleet::read_input;
 use crate::prepare::{build_plan, load, predictions};
 use crate::settings::{BakeSettings, StoreSettings};
 
@@ -33,25 +33,12 @@ pub struct ScheduleSettings {
 /// Chart columns when stdout is not a terminal (stable for snapshots and pipes).
 const CHART_WIDTH: usize = 100;
 
-/// Reads a fleet or costs file named on the command line.
-fn read(cwd: &Path, file: &str, what: &str) -> Result<String, CliError> {
-    std::fs::read_to_string(cwd.join(file)).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            CliError::usage(format!("cannot read the {what} file {file}: {e}")).with_hint(format!(
-                "check the path given with --{what}; examples/fleet/ has a fleet and a costs file"
-            ))
-        } else {
-            CliError::env(format!("cannot read the {what} file {file}: {e}"))
-        }
-    })
-}
-
 pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let cwd = &s.bake.cwd;
-    let fleet = Fleet::parse(&s.fleet, &read(cwd, &s.fleet, "fleet")?)
+    let fleet = Fleet::parse(&s.fleet, &read_input(cwd, &s.fleet, "fleet")?)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let costs = match &s.costs {
-        Some(f) => CostsFile::parse(f, &read(cwd, f, "costs")?)
+        Some(f) => CostsFile::parse(f, &read_input(cwd, f, "costs")?)
             .map_err(|e| CliError::usage(e.to_string()))?,
         None => CostsFile::default(),
     };

@@ -19,7 +19,7 @@ pub fn open_store(
     ),
     CliError,
 > {
-    let store = kiln_store::open(&s.store, &s.project).map_err(|e| match e {
+    let store = kiln_store::open(&s.store, &s.store_base).map_err(|e| match e {
         kiln_store::StoreError::Invalid(m) => CliError::usage(m),
         e => CliError::env(e.to_string()),
     })?;

@@ -8,10 +8,26 @@ use kiln_engine::BuildSpec;
 use super::engine::{builder_spec, endpoint};
 use crate::error::CliError;
 
-/// Reads a TOML input file of the fleet feature.
-fn read_input(path: &str, what: &str) -> Result<String, CliError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(format!("cannot read the {what} {path}: {e}")))
+/// Reads a fleet or costs file named on the command line (`what`:
+/// `fleet` or `costs`, the flag that names it), relative to `cwd`. What
+/// the user named and cannot be used (missing, unreadable, not UTF-8) is
+/// bad input, exit 2, with where and what to do.
+pub fn read_input(cwd: &Path, file: &str, what: &str) -> Result<String, CliError> {
+    let bytes = std::fs::read(cwd.join(file)).map_err(|e| {
+        let err = CliError::usage(format!("cannot read the {what} file {file}: {e}"));
+        if e.kind() == std::io::ErrorKind::NotFound {
+            err.with_hint(format!(
+                "check the path given with --{what}; examples/fleet/ has a fleet and a costs file"
+            ))
+        } else {
+            err
+        }
+    })?;
+    kiln_util::utf8_text(bytes).map_err(|at| {
+        CliError::usage(format!("{file}:{at}")).with_hint(format!(
+            "the {what} file is TOML, which is UTF-8: re-save it as UTF-8"
+        ))
+    })
 }
 
 /// Nodes, preferred placement and memory eligibility of a fleet run.
@@ -31,10 +47,10 @@ pub fn fleet_plan(
     specs: &[BuildSpec],
 ) -> Result<FleetPlan, CliError> {
     use kiln_plan::schedule::{CostsFile, Fleet, Job, Policy, Problem, schedule};
-    let fleet = Fleet::parse(fleet_path, &read_input(fleet_path, "fleet file")?)
+    let fleet = Fleet::parse(fleet_path, &read_input(cwd, fleet_path, "fleet")?)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let costs = match costs {
-        Some(p) => CostsFile::parse(p, &read_input(p, "costs file")?)
+        Some(p) => CostsFile::parse(p, &read_input(cwd, p, "costs")?)
             .map_err(|e| CliError::usage(e.to_string()))?,
         None => CostsFile::default(),
     };
