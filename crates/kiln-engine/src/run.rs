@@ -61,6 +61,9 @@ pub struct RunOptions {
     /// printed it (`<dir>/<target>.log`, for `kiln diagnose`); builds
     /// through the Engine API have no such log.
     pub log_dir: Option<std::path::PathBuf>,
+    /// Stop before anything builds when the store cannot be written
+    /// (otherwise a warning says nothing will be recorded, once).
+    pub require_store: bool,
 }
 
 /// One builder node of a fleet run.
@@ -254,6 +257,33 @@ struct Shared {
     specs: Vec<BuildSpec>,
     reporter: Arc<dyn Reporter>,
     opts: RunOptions,
+    /// Whether the store took the write probe (asked once, before the
+    /// first build): `Err` says why not, and nothing is recorded.
+    writable: tokio::sync::OnceCell<Result<(), String>>,
+}
+
+impl Shared {
+    /// The write probe's answer, asking the store the first time.
+    async fn writable(&self) -> &Result<(), String> {
+        self.writable
+            .get_or_init(|| async {
+                let probe = store_call(&self.opts.store, |s| s.probe_write())
+                    .await
+                    .map_err(|e| e.to_string());
+                if let Err(why) = &probe
+                    && !self.opts.require_store
+                {
+                    self.reporter.event(&Event::Warning {
+                        target: String::new(),
+                        message: format!(
+                            "{why}; nothing built in this run will be recorded, so the next run builds it again (--require-store stops instead)"
+                        ),
+                    });
+                }
+                probe
+            })
+            .await
+    }
 }
 
 /// The driver of a node: its buildx builder when it names one, else its
@@ -372,7 +402,15 @@ pub async fn run(
         specs,
         reporter: reporter.clone(),
         opts,
+        writable: tokio::sync::OnceCell::new(),
     });
+    if shared.opts.require_store
+        && let Err(why) = shared.writable().await
+    {
+        return Err(EngineError::Store(format!(
+            "{why}; --require-store: nothing was built (give kiln credentials that may write, or a store it can write to)"
+        )));
+    }
     if !shared.fleet && !shared.opts.force {
         warm(&shared.nodes[0], &shared.specs, &shared.opts).await;
     }
@@ -1033,6 +1071,9 @@ async fn decide_and_build(
             Lookup::Miss => {}
         }
     }
+    // Before the first build of the run: can what is built be recorded?
+    // Said once; a run that builds nothing never asks.
+    let recordable = sh.writable().await.is_ok();
     let _slot = node
         .slots
         .acquire()
@@ -1082,7 +1123,7 @@ async fn decide_and_build(
             op.error.as_deref().unwrap_or(op.outcome)
         ));
     }
-    if let Some(key) = &keyed.key {
+    if let Some(key) = keyed.key.as_ref().filter(|_| recordable) {
         let record = Record {
             format: kiln_store::FORMAT.into(),
             key: key.clone(),
@@ -1101,6 +1142,7 @@ async fn decide_and_build(
             steps_total: built.steps.total as u64,
             steps_cached: built.steps.cached as u64,
             inputs_digest: kiln_store::digest(&kiln_store::payload_bytes(&inputs)),
+            check: None,
         };
         if let Err(e) = store_call(&sh.opts.store, move |s| s.put(&record, &inputs, force)).await {
             warn(format!(

@@ -1,42 +1,23 @@
 //! The local filesystem backend, the embedded default (under the project's
-//! `.kiln/store` or a configured directory).
-//!
-//! Layout (versioned):
-//! - `blobs-v1/<aa>/<digest hex>`: payloads, content-addressed;
-//! - `records-v1/<aa>/<key>.json`: records;
-//! - `targets-v1/<target>.json`: the key of each target's latest record.
+//! `.kiln/store` or a configured directory). The layout and protocol are
+//! [`crate::objects`]; an object is a file under the root.
 //!
 //! Writes go to a temporary file in the same directory and then appear
 //! atomically: `link(2)` for create-if-absent (fails if the name exists),
-//! `rename(2)` to replace.
+//! `rename(2)` to replace. A file that exists but cannot be read
+//! (permissions, a directory in its place) is a miss naming the file.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::{FORMAT, Lookup, PutOutcome, Record, RecordStore, StoreError, digest, payload_bytes};
+use crate::objects::{self, Objects, Read};
+use crate::{Lookup, PutOutcome, Record, RecordStore, StoreError};
 
 /// A record store in a local directory.
 #[derive(Clone, Debug)]
 pub struct FsStore {
     root: PathBuf,
-}
-
-fn safe_name(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-fn shard(name: &str) -> String {
-    let hex = name.rsplit(':').next().unwrap_or(name);
-    hex.get(..2).unwrap_or("00").to_string()
 }
 
 impl FsStore {
@@ -51,25 +32,8 @@ impl FsStore {
         }
     }
 
-    fn blob_path(&self, d: &str) -> PathBuf {
-        let hex = d.strip_prefix("blake3:").unwrap_or(d);
-        self.root
-            .join("blobs-v1")
-            .join(shard(hex))
-            .join(safe_name(hex))
-    }
-
-    fn record_path(&self, key: &str) -> PathBuf {
-        self.root
-            .join("records-v1")
-            .join(shard(key))
-            .join(format!("{}.json", safe_name(key)))
-    }
-
-    fn target_path(&self, target: &str) -> PathBuf {
-        self.root
-            .join("targets-v1")
-            .join(format!("{}.json", safe_name(target)))
+    fn path(&self, name: &str) -> PathBuf {
+        self.root.join(name)
     }
 
     /// Writes `bytes` to a unique temporary file next to `path`.
@@ -77,94 +41,86 @@ impl FsStore {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = path.parent().unwrap_or(&self.root);
         std::fs::create_dir_all(dir).map_err(|e| self.unavailable("creating a directory", e))?;
+        sweep(dir);
         let tmp = dir.join(format!(
             ".tmp-{}-{}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         ));
         let mut f = std::fs::File::create(&tmp).map_err(|e| self.unavailable("writing", e))?;
-        f.write_all(bytes)
-            .and_then(|_| f.sync_all())
-            .map_err(|e| self.unavailable("writing", e))?;
+        f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            self.unavailable("writing", e)
+        })?;
         Ok(tmp)
     }
+}
 
-    /// Makes `bytes` appear at `path` only if nothing is there.
-    fn create_if_absent(&self, path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
-        let tmp = self.temp(path, bytes)?;
-        let r = std::fs::hard_link(&tmp, path);
+/// How old a temporary file must be before a writer in its directory
+/// removes it: one a killed writer left (a live write takes milliseconds).
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes the `.tmp-*` files a killed writer left in `dir` (best effort;
+/// they are never read either way).
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let stale = e.file_name().to_string_lossy().starts_with(".tmp-")
+            && e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_TEMP);
+        if stale {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+impl Objects for FsStore {
+    fn read(&self, name: &str) -> Result<Read, StoreError> {
+        let path = self.path(name);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Read::Found(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Read::Missing),
+            Err(e) => Ok(Read::Unreadable(format!(
+                "cannot read {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    fn create(&self, name: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        let path = self.path(name);
+        let tmp = self.temp(&path, bytes)?;
+        let r = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         match r {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(self.unavailable("publishing", e)),
+            Err(e) => Err(self.unavailable(&format!("publishing {}", path.display()), e)),
         }
     }
 
-    /// Makes `bytes` appear at `path`, replacing what is there.
-    fn replace(&self, path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-        let tmp = self.temp(path, bytes)?;
-        std::fs::rename(&tmp, path).map_err(|e| {
+    fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.path(name);
+        let tmp = self.temp(&path, bytes)?;
+        std::fs::rename(&tmp, &path).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
-            self.unavailable("publishing", e)
+            self.unavailable(&format!("publishing {}", path.display()), e)
         })
     }
 
-    fn read(&self, path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-        match std::fs::read(path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.unavailable("reading", e)),
-        }
-    }
-
-    fn verify(&self, bytes: &[u8], key: Option<&str>) -> Result<Lookup, StoreError> {
-        let record: Record = match serde_json::from_slice(bytes) {
-            Ok(r) => r,
-            Err(e) => return Ok(Lookup::Corrupt(format!("the record is not readable ({e})"))),
-        };
-        if record.format != FORMAT {
-            return Ok(Lookup::Corrupt(format!(
-                "record format {:?}, this kiln reads {FORMAT:?}",
-                record.format
-            )));
-        }
-        if let Some(k) = key
-            && record.key != k
-        {
-            return Ok(Lookup::Corrupt(format!(
-                "the record at key {k} names key {}",
-                record.key
-            )));
-        }
-        let Some(payload) = self.read(&self.blob_path(&record.inputs_digest))? else {
-            return Ok(Lookup::Corrupt(format!(
-                "the input manifest {} is missing",
-                record.inputs_digest
-            )));
-        };
-        let actual = digest(&payload);
-        if actual != record.inputs_digest {
-            return Ok(Lookup::Corrupt(format!(
-                "the input manifest's digest is {actual}, the record says {}",
-                record.inputs_digest
-            )));
-        }
-        match serde_json::from_slice(&payload) {
-            Ok(inputs) => Ok(Lookup::Hit(Box::new(crate::Entry { record, inputs }))),
-            Err(e) => Ok(Lookup::Corrupt(format!(
-                "the input manifest is not readable ({e})"
-            ))),
-        }
+    fn exists(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.path(name).exists())
     }
 }
 
 impl RecordStore for FsStore {
     fn get(&self, key: &str) -> Result<Lookup, StoreError> {
-        match self.read(&self.record_path(key))? {
-            None => Ok(Lookup::Miss),
-            Some(b) => self.verify(&b, Some(key)),
-        }
+        objects::get(self, key)
     }
 
     fn put(
@@ -173,55 +129,15 @@ impl RecordStore for FsStore {
         inputs: &serde_json::Value,
         force: bool,
     ) -> Result<PutOutcome, StoreError> {
-        let payload = payload_bytes(inputs);
-        let d = digest(&payload);
-        if d != record.inputs_digest {
-            return Err(StoreError::Invalid(format!(
-                "record {} says its inputs are {}, but they hash to {d}",
-                record.key, record.inputs_digest
-            )));
-        }
-        // 1. The payload first (content-addressed: an existing copy is the
-        //    same bytes unless damaged, which reads detect).
-        let blob = self.blob_path(&d);
-        if force {
-            // A forced write also repairs a damaged payload.
-            self.replace(&blob, &payload)?;
-        } else if !blob.exists() {
-            self.create_if_absent(&blob, &payload)?;
-        }
-        // 2. The record, atomically.
-        let path = self.record_path(&record.key);
-        let outcome = if force {
-            let bytes = serde_json::to_vec_pretty(record)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            self.replace(&path, &bytes)?;
-            PutOutcome::Replaced
-        } else if path.exists() {
-            PutOutcome::AlreadyPresent
-        } else {
-            let bytes = serde_json::to_vec_pretty(record)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
-            if self.create_if_absent(&path, &bytes)? {
-                PutOutcome::Written
-            } else {
-                PutOutcome::AlreadyPresent
-            }
-        };
-        // 3. The per-target pointer (last writer wins; it is only a hint for
-        //    `why`), rewritten only when it changes: a no-op run writes nothing.
-        let pointer = self.target_path(&record.target);
-        if self.read(&pointer)?.as_deref() != Some(record.key.as_bytes()) {
-            self.replace(&pointer, record.key.as_bytes())?;
-        }
-        Ok(outcome)
+        objects::put(self, record, inputs, force)
     }
 
     fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
-        match self.read(&self.target_path(target))? {
-            None => Ok(Lookup::Miss),
-            Some(k) => self.get(String::from_utf8_lossy(&k).trim()),
-        }
+        objects::latest(self, target)
+    }
+
+    fn probe_write(&self) -> Result<(), StoreError> {
+        objects::probe(self)
     }
 
     fn location(&self) -> String {
@@ -232,6 +148,7 @@ impl RecordStore for FsStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{FORMAT, digest, payload_bytes};
     use std::sync::Arc;
 
     fn dir() -> PathBuf {
@@ -261,6 +178,7 @@ mod tests {
             steps_total: 3,
             steps_cached: 1,
             inputs_digest: digest(&payload_bytes(inputs)),
+            check: None,
         }
     }
 
@@ -307,21 +225,25 @@ mod tests {
         let inputs = serde_json::json!({"x": 1});
         s.put(&record("k1:bb02", &inputs), &inputs, false).unwrap();
         // A damaged payload.
-        let blob = s.blob_path(&digest(&payload_bytes(&inputs)));
+        let blob = s.path(&objects::blob_name(&digest(&payload_bytes(&inputs))));
         std::fs::write(&blob, b"{\"x\": 2}").unwrap();
         assert!(matches!(s.get("k1:bb02").unwrap(), Lookup::Corrupt(r) if r.contains("digest")));
         // A missing payload.
         std::fs::remove_file(&blob).unwrap();
         assert!(matches!(s.get("k1:bb02").unwrap(), Lookup::Corrupt(r) if r.contains("missing")));
         // A truncated record.
-        std::fs::write(s.record_path("k1:bb02"), b"{\"format\": ").unwrap();
+        std::fs::write(s.path(&objects::record_name("k1:bb02")), b"{\"format\": ").unwrap();
         assert!(
             matches!(s.get("k1:bb02").unwrap(), Lookup::Corrupt(r) if r.contains("not readable"))
         );
         // A record of another format version.
         let mut r = record("k1:bb02", &inputs);
         r.format = "kiln-record-v0".into();
-        std::fs::write(s.record_path("k1:bb02"), serde_json::to_vec(&r).unwrap()).unwrap();
+        std::fs::write(
+            s.path(&objects::record_name("k1:bb02")),
+            serde_json::to_vec(&r).unwrap(),
+        )
+        .unwrap();
         assert!(matches!(s.get("k1:bb02").unwrap(), Lookup::Corrupt(r) if r.contains("format")));
         // A forced write repairs it.
         s.put(&record("k1:bb02", &inputs), &inputs, true).unwrap();
@@ -370,10 +292,20 @@ mod tests {
         let s = FsStore::new(&root);
         let inputs = serde_json::json!({"y": true});
         // A leftover temporary file where a record would be.
-        let p = s.record_path("k1:cc03");
+        let p = s.path(&objects::record_name("k1:cc03"));
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p.parent().unwrap().join(".tmp-1-1"), b"garbage").unwrap();
         assert_eq!(s.get("k1:cc03").unwrap(), Lookup::Miss);
+        // An old one is swept by the next writer in that directory; a fresh
+        // one (a writer at work) is left alone.
+        let old = p.parent().unwrap().join(".tmp-2-2");
+        std::fs::write(&old, b"garbage").unwrap();
+        let f = std::fs::File::options().write(true).open(&old).unwrap();
+        f.set_modified(std::time::SystemTime::now() - 2 * STALE_TEMP)
+            .unwrap();
+        s.put(&record("k1:cc03", &inputs), &inputs, false).unwrap();
+        assert!(!old.exists(), "a stale temporary file is swept");
+        assert!(p.parent().unwrap().join(".tmp-1-1").exists());
         let mut bad = record("k1:cc03", &inputs);
         bad.inputs_digest = "blake3:00".into();
         assert!(matches!(
@@ -430,6 +362,47 @@ mod tests {
             s.put(&record("k1:ee05", &inputs), &inputs, false),
             Err(StoreError::Unavailable { .. })
         ));
+        assert!(matches!(
+            s.probe_write(),
+            Err(StoreError::Unavailable { ref detail, .. }) if detail.contains("probe-v1")
+                || detail.contains("creating a directory")
+        ));
+        assert!(FsStore::new(dir()).probe_write().is_ok());
+    }
+
+    /// A record, payload or pointer that is there but cannot be read is a
+    /// miss that names the file, never an error that stops a build.
+    #[test]
+    fn unreadable_files_are_a_miss_naming_the_file() {
+        let root = dir();
+        let s = FsStore::new(&root);
+        let inputs = serde_json::json!({"u": 1});
+        let r = record("k1:ff06", &inputs);
+        s.put(&r, &inputs, false).unwrap();
+        let blob = s.path(&objects::blob_name(&r.inputs_digest));
+        std::fs::remove_file(&blob).unwrap();
+        std::fs::create_dir(&blob).unwrap();
+        match s.get("k1:ff06").unwrap() {
+            Lookup::Corrupt(why) => {
+                assert!(why.contains(&blob.display().to_string()), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let rec = s.path(&objects::record_name("k1:ff06"));
+        std::fs::remove_file(&rec).unwrap();
+        std::fs::create_dir(&rec).unwrap();
+        assert!(
+            matches!(s.get("k1:ff06").unwrap(), Lookup::Corrupt(why) if why.contains(&rec.display().to_string()))
+        );
+        // The pointer names the key, whose record is unreadable: damage,
+        // not "never built".
+        assert!(matches!(s.latest("app").unwrap(), Lookup::Corrupt(_)));
+        // A garbled pointer is damage too.
+        std::fs::write(s.path(&objects::target_name("app")), b"\xff garbage").unwrap();
+        assert!(
+            matches!(s.latest("app").unwrap(), Lookup::Corrupt(why) if why.contains("does not hold a key"))
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     fn walk(p: &Path) -> Vec<PathBuf> {

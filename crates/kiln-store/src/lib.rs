@@ -4,9 +4,10 @@
 //! `kiln why` can say what changed.
 //!
 //! Owns: the [`RecordStore`] trait, the record format (versioned) and its
-//! protocol, the local filesystem backend ([`FsStore`]), the OCI registry
-//! backend ([`OciStore`]) and [`open`], which picks one from a location
-//! string. Object-store and WebDAV backends will implement the same trait.
+//! protocol, the back ends — the local filesystem ([`FsStore`]), an OCI
+//! registry ([`OciStore`]), S3 ([`S3Store`]) and WebDAV ([`DavStore`]); the
+//! filesystem, S3 and WebDAV share one layout and protocol code
+//! (`objects.rs`) — and [`open`], which picks one from a location string.
 //!
 //! Protocol (every backend):
 //! 1. the payload (the input manifest) is written first, content-addressed
@@ -23,12 +24,19 @@
 
 mod fs;
 pub mod history;
+mod http;
+pub mod objects;
 mod oci;
 pub mod registry_io;
+mod s3;
+mod webdav;
+mod worker;
 
 pub use fs::FsStore;
 pub use history::{BuildEvent, History, LearnedCost};
 pub use oci::{INPUTS_MEDIA_TYPE, OciStore, RECORD_MEDIA_TYPE};
+pub use s3::{AwsSettings, S3Store};
+pub use webdav::{Auth as DavAuth, DavStore};
 
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +67,38 @@ pub struct Record {
     pub steps_cached: u64,
     /// `blake3:<hex>` of the payload (the input manifest).
     pub inputs_digest: String,
+    /// `blake3:<hex>` of the record's compact JSON without this field: set
+    /// by the store when it writes ([`Record::sealed`]) and verified when
+    /// present, so a damaged record (one flipped bit in an image id) is a
+    /// miss, never a hit that names another image. Records written before
+    /// it existed have none and are read as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+}
+
+impl Record {
+    fn unsealed_digest(&self) -> String {
+        let mut bare = self.clone();
+        bare.check = None;
+        digest(&serde_json::to_vec(&bare).unwrap_or_default())
+    }
+
+    /// The record with its [`Record::check`] set.
+    pub fn sealed(&self) -> Record {
+        let mut r = self.clone();
+        r.check = Some(self.unsealed_digest());
+        r
+    }
+
+    /// Whether the record is as it was sealed (`Err` says why not).
+    pub fn verify_seal(&self) -> Result<(), String> {
+        match &self.check {
+            Some(c) if *c != self.unsealed_digest() => Err(format!(
+                "the record does not match its check {c} (it was changed after it was written)"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A record with its verified input manifest.
@@ -111,6 +151,10 @@ pub trait RecordStore: Send + Sync {
     ) -> Result<PutOutcome, StoreError>;
     /// The most recent record written for a target (for `kiln why`).
     fn latest(&self, target: &str) -> Result<Lookup, StoreError>;
+    /// Checks that this process may write to the store, by writing one
+    /// small object (the same one every time). A store that reads but
+    /// refuses writes fails here with what it answered.
+    fn probe_write(&self) -> Result<(), StoreError>;
     /// Where the store is, for messages.
     fn location(&self) -> String;
 }
@@ -130,6 +174,10 @@ pub fn payload_bytes(inputs: &serde_json::Value) -> Vec<u8> {
 /// Opens the record store at `location`:
 /// - `oci://HOST[:PORT]/REPOSITORY[?insecure=1][&timeout=SECONDS]`: an
 ///   [`OciStore`] (see its docs and `docs/store-oci.md`);
+/// - `s3://BUCKET[/PREFIX][?timeout=SECONDS]`: an [`S3Store`]
+///   (`docs/store-s3.md`);
+/// - `webdav://HOST[:PORT]/PATH` or `webdavs://…[?timeout=SECONDS]`: a
+///   [`DavStore`] (`docs/store-webdav.md`);
 /// - any other string without a `scheme://` prefix: a directory for an
 ///   [`FsStore`], relative to `project_dir` unless absolute.
 ///
@@ -139,7 +187,7 @@ pub fn open(
     location: &str,
     project_dir: &std::path::Path,
 ) -> Result<Box<dyn RecordStore>, StoreError> {
-    const FORMS: &str = "expected oci://HOST[:PORT]/REPOSITORY or a directory path";
+    const FORMS: &str = "expected oci://HOST[:PORT]/REPOSITORY, s3://BUCKET[/PREFIX], webdav(s)://HOST[:PORT]/PATH or a directory path";
     if location.trim().is_empty() {
         return Err(StoreError::Invalid(format!(
             "the record store location is empty; {FORMS}"
@@ -151,8 +199,11 @@ pub fn open(
         )));
     }
     if let Some((scheme, _)) = location.split_once("://") {
-        if scheme.eq_ignore_ascii_case("oci") {
-            return Ok(Box::new(OciStore::new(location)?));
+        match scheme.to_ascii_lowercase().as_str() {
+            "oci" => return Ok(Box::new(OciStore::new(location)?)),
+            "s3" => return Ok(Box::new(S3Store::new(location)?)),
+            "webdav" | "webdavs" => return Ok(Box::new(DavStore::new(location)?)),
+            _ => {}
         }
         if !scheme.is_empty()
             && scheme
@@ -168,7 +219,7 @@ pub fn open(
 }
 
 /// The schemes a store location may have.
-const SCHEMES: &[&str] = &["oci"];
+const SCHEMES: &[&str] = &["oci", "s3", "webdav", "webdavs"];
 
 /// Why `location`, which has no `scheme://`, looks like a URL or a registry
 /// with a typo rather than a directory (`oci:/x`, `oci:x`, `oci//x`,
@@ -231,6 +282,10 @@ mod tests {
         assert_eq!(s.location(), "/project/.kiln/store");
         let s = open("/var/cache/kiln", dir).unwrap();
         assert_eq!(s.location(), "/var/cache/kiln");
+        let s = open("s3://kiln-ci/records", dir).unwrap();
+        assert_eq!(s.location(), "s3://kiln-ci/records");
+        let s = open("webdav://127.0.0.1:8080/kiln", dir).unwrap();
+        assert_eq!(s.location(), "webdav://127.0.0.1:8080/kiln");
         // A colon alone is not a scheme.
         let s = open("store:v1", dir).unwrap();
         assert_eq!(s.location(), "/project/store:v1");
@@ -254,6 +309,8 @@ mod tests {
                 "oci://127.0.0.1:5000/kiln/records",
             ),
             ("localhost:5000/records", "oci://localhost:5000/records"),
+            ("s3:/bucket/records", "did you mean s3://"),
+            ("webdav//h:8080/kiln", "did you mean webdav://h:8080"),
         ] {
             let m = invalid(location);
             assert!(m.contains(hint), "{location}: {m}");
@@ -278,10 +335,10 @@ mod tests {
                 "{location}: {m}"
             );
         }
-        for location in ["", "  ", "s3://bucket/records", "https://h/r"] {
+        for location in ["", "  ", "gs://bucket/records", "https://h/r"] {
             let m = invalid(location);
             assert!(
-                m.contains("expected oci://HOST[:PORT]/REPOSITORY or a directory path"),
+                m.contains("expected oci://HOST[:PORT]/REPOSITORY, s3://BUCKET[/PREFIX], webdav(s)://HOST[:PORT]/PATH or a directory path"),
                 "{location:?}: {m}"
             );
         }

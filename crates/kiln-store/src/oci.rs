@@ -45,11 +45,11 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::registry_io::{is_loopback, retry};
+use crate::worker::Worker;
 use kiln_util::error_chain;
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -60,9 +60,7 @@ use oci_client::manifest::{
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use crate::{
-    Entry, FORMAT, Lookup, PutOutcome, Record, RecordStore, StoreError, digest, payload_bytes,
-};
+use crate::{Lookup, PutOutcome, Record, RecordStore, StoreError, digest, payload_bytes};
 
 /// The artifact type of a record manifest and the media type of its record
 /// layer.
@@ -401,60 +399,6 @@ fn classify(e: OciDistributionError, timeout: Duration) -> Fail {
     }
 }
 
-// ------------------------------------------------------------------ worker
-
-type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-/// A thread with a current-thread runtime that runs the store's futures.
-/// It ends when the store (the only sender) is dropped.
-struct Worker {
-    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
-}
-
-impl Worker {
-    fn start() -> Result<Worker, String> {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), String>>(1);
-        std::thread::Builder::new()
-            .name("kiln-store-oci".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(format!("starting the I/O runtime: {e}")));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                rt.block_on(async move {
-                    while let Some(job) = rx.recv().await {
-                        tokio::spawn(job);
-                    }
-                });
-            })
-            .map_err(|e| format!("starting the I/O thread: {e}"))?;
-        ready_rx
-            .recv()
-            .map_err(|_| "the I/O thread stopped".to_string())??;
-        Ok(Worker { jobs: tx })
-    }
-
-    /// Runs `fut` on the worker and waits for its output (`None` if the
-    /// worker is gone or the future panicked).
-    fn run<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> Option<T> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.jobs
-            .send(Box::pin(async move {
-                let _ = tx.send(fut.await);
-            }))
-            .ok()?;
-        rx.recv().ok()
-    }
-}
-
 // ------------------------------------------------------------------ store
 
 /// A record store in a repository of an OCI registry.
@@ -519,7 +463,7 @@ impl OciStore {
         };
         let client = Client::try_from(config)
             .map_err(|e| unavailable(format!("setting up the HTTP client: {e}")))?;
-        let worker = Worker::start().map_err(unavailable)?;
+        let worker = Worker::start("kiln-store-oci").map_err(unavailable)?;
         Ok(OciStore {
             inner: Arc::new(Inner { client, loc }),
             worker,
@@ -686,34 +630,15 @@ impl Inner {
             Ok(b) => b,
             Err(r) => return corrupt(r),
         };
-        let record: Record = match serde_json::from_slice(&record_bytes) {
+        let record = match crate::objects::check_record(&record_bytes, Some(key)) {
             Ok(r) => r,
-            Err(e) => return corrupt(format!("the record is not readable ({e})")),
+            Err(why) => return corrupt(why),
         };
-        if record.format != FORMAT {
-            return corrupt(format!(
-                "record format {:?}, this kiln reads {FORMAT:?}",
-                record.format
-            ));
-        }
-        if record.key != key {
-            return corrupt(format!("the record at key {key} names key {}", record.key));
-        }
         let payload = match self.fetch_blob(inputs_desc, "input manifest").await? {
             Ok(b) => b,
             Err(r) => return corrupt(r),
         };
-        let actual = digest(&payload);
-        if actual != record.inputs_digest {
-            return corrupt(format!(
-                "the input manifest's digest is {actual}, the record says {}",
-                record.inputs_digest
-            ));
-        }
-        match serde_json::from_slice(&payload) {
-            Ok(inputs) => Ok(Lookup::Hit(Box::new(Entry { record, inputs }))),
-            Err(e) => corrupt(format!("the input manifest is not readable ({e})")),
-        }
+        Ok(crate::objects::with_payload(record, &payload))
     }
 
     async fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
@@ -798,8 +723,8 @@ impl Inner {
                 Fetched::Missing => {}
             }
         }
-        let record_bytes =
-            serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let record_bytes = serde_json::to_vec_pretty(&record.sealed())
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let descriptor = |data: &[u8], media_type: &str| OciDescriptor {
             media_type: media_type.to_string(),
             digest: ImageLayer::new(data.to_vec(), String::new(), None).sha256_digest(),
@@ -879,6 +804,17 @@ impl RecordStore for OciStore {
     fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
         let target = target.to_string();
         self.call(|inner| async move { inner.latest(&target).await })
+    }
+
+    /// Uploads the empty config blob every record names (a blob upload
+    /// needs the push permission a record needs).
+    fn probe_write(&self) -> Result<(), StoreError> {
+        self.call(|inner| async move {
+            let r = inner.reference("unused");
+            inner
+                .push_blob(&r, EMPTY_DATA.to_vec(), "write probe")
+                .await
+        })
     }
 
     fn location(&self) -> String {

@@ -279,6 +279,10 @@ pub struct BuildArgs {
     /// Build even targets whose key is recorded, and overwrite their records.
     #[arg(long)]
     pub force: bool,
+    /// Stop before anything builds when the record store cannot be written
+    /// (default: a warning that nothing will be recorded, and build).
+    #[arg(long)]
+    pub require_store: bool,
     /// Spread the build over the nodes of this fleet file (every target is
     /// pushed and handed over through the registry by digest).
     #[arg(long, value_name = "FILE")]

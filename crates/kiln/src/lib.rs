@@ -89,6 +89,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 targets: a.targets,
                 jobs: a.jobs,
                 fail_fast: a.fail_fast,
+                require_store: a.require_store,
                 push: a.push,
                 progress: a.progress,
                 format: a.format,

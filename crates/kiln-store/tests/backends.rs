@@ -1,0 +1,608 @@
+//! The record protocol and its damage cases on every back end, against real
+//! servers: a directory (always), an OCI registry (`KILN_REGISTRY`, from
+//! `scripts/dev-env up`), S3 and WebDAV (`KILN_TEST_S3_*`,
+//! `KILN_TEST_WEBDAV*`, from `scripts/store-servers up`: moto's S3 server
+//! and nginx's DAV module, each with a writer and a read-only reader).
+//!
+//! One test runs every case on every back end that is there and prints the
+//! case count and the result as one line. A back end whose environment is
+//! missing is skipped with a note, unless `KILN_E2E=1` (CI), which makes
+//! that a failure. Each run uses namespaces nobody else uses.
+//!
+//! For every case: no false hit (a lookup is a hit only with the record
+//! that was written), no torn record, no acknowledged record lost, and
+//! errors that name the store.
+
+use std::sync::Arc;
+
+use kiln_store::objects::{self, Objects, Read};
+use kiln_store::{
+    AwsSettings, DavAuth, DavStore, FORMAT, FsStore, Lookup, OciStore, PutOutcome, Record,
+    RecordStore, S3Store, StoreError, digest, payload_bytes,
+};
+use serde_json::json;
+
+/// A back end under test: a store on a fresh namespace, the same
+/// namespace as raw objects (to damage), another handle on it (another
+/// client: another writer), and a handle with read-only credentials.
+struct Backend {
+    name: &'static str,
+    store: Arc<dyn RecordStore>,
+    raw: Option<Arc<dyn Objects>>,
+    another: Box<dyn Fn() -> Arc<dyn RecordStore> + Send + Sync>,
+    reader: Option<Arc<dyn RecordStore>>,
+    /// Create-if-absent is atomic (exactly one of racing writers wins).
+    atomic: bool,
+}
+
+fn unique(what: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{what}-{}-{nanos}", std::process::id())
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `None` (after saying so) when the back end's environment is missing;
+/// a failure under `KILN_E2E=1`.
+fn required(backend: &str, vars: &[&str], how: &str) -> Option<Vec<String>> {
+    let values: Option<Vec<String>> = vars.iter().map(|v| env(v)).collect();
+    if values.is_none() {
+        let missing: Vec<&str> = vars.iter().copied().filter(|v| env(v).is_none()).collect();
+        if env("KILN_E2E").as_deref() == Some("1") {
+            panic!(
+                "KILN_E2E=1 but {} is not set for the {backend} back end ({how})",
+                missing.join(", ")
+            );
+        }
+        eprintln!(
+            "{backend} back end skipped: {} is not set ({how})",
+            missing.join(", ")
+        );
+    }
+    values
+}
+
+fn pair(v: &str) -> (String, String) {
+    let (a, b) = v.split_once(':').expect("NAME:SECRET");
+    (a.to_string(), b.to_string())
+}
+
+fn fs_backend() -> Backend {
+    let dir = std::env::temp_dir().join(unique("kiln-backends"));
+    let store = Arc::new(FsStore::new(&dir));
+    Backend {
+        name: "fs",
+        store: store.clone(),
+        raw: Some(store),
+        another: Box::new(move || Arc::new(FsStore::new(&dir))),
+        reader: None,
+        atomic: true,
+    }
+}
+
+fn oci_backend() -> Option<Backend> {
+    let [registry] = required("oci", &["KILN_REGISTRY"], "scripts/dev-env up sets it")
+        .map(|v| <[String; 1]>::try_from(v).unwrap())?;
+    let location = format!("oci://{registry}/kiln-test/{}", unique("matrix"));
+    let open = move || -> Arc<dyn RecordStore> { Arc::new(OciStore::new(&location).unwrap()) };
+    Some(Backend {
+        name: "oci",
+        store: open(),
+        raw: None,
+        another: Box::new(open),
+        reader: None,
+        // Registries have no conditional tag PUT (docs/store-oci.md).
+        atomic: false,
+    })
+}
+
+fn s3_backend() -> Option<Backend> {
+    let [endpoint, bucket, writer, reader] = required(
+        "s3",
+        &[
+            "KILN_TEST_S3_ENDPOINT",
+            "KILN_TEST_S3_BUCKET",
+            "KILN_TEST_S3_WRITER",
+            "KILN_TEST_S3_READER",
+        ],
+        "scripts/store-servers up sets them",
+    )
+    .map(|v| <[String; 4]>::try_from(v).unwrap())?;
+    let location = format!("s3://{bucket}/{}", unique("matrix"));
+    let settings = move |who: &str| {
+        let (k, s) = pair(who);
+        AwsSettings {
+            endpoint: Some(endpoint.clone()),
+            region: "us-east-1".into(),
+            key: Some((k, s, None)),
+        }
+    };
+    let (w, r) = (settings(&writer), settings(&reader));
+    let loc = location.clone();
+    let store = Arc::new(S3Store::with_settings(&location, w.clone()).unwrap());
+    Some(Backend {
+        name: "s3",
+        store: store.clone(),
+        raw: Some(store),
+        another: Box::new(move || Arc::new(S3Store::with_settings(&loc, w.clone()).unwrap())),
+        reader: Some(Arc::new(S3Store::with_settings(&location, r).unwrap())),
+        atomic: true,
+    })
+}
+
+fn dav_backend() -> Option<Backend> {
+    let [base, writer, reader] = required(
+        "webdav",
+        &[
+            "KILN_TEST_WEBDAV",
+            "KILN_TEST_WEBDAV_WRITER",
+            "KILN_TEST_WEBDAV_READER",
+        ],
+        "scripts/store-servers up sets them",
+    )
+    .map(|v| <[String; 3]>::try_from(v).unwrap())?;
+    let location = format!("{}/{}", base.trim_end_matches('/'), unique("matrix"));
+    let auth = |who: &str| {
+        let (u, p) = pair(who);
+        DavAuth::Basic(u, p)
+    };
+    let (w, r) = (auth(&writer), auth(&reader));
+    let loc = location.clone();
+    let store = Arc::new(DavStore::with_auth(&location, w.clone()).unwrap());
+    Some(Backend {
+        name: "webdav",
+        store: store.clone(),
+        raw: Some(store),
+        another: Box::new(move || Arc::new(DavStore::with_auth(&loc, w.clone()).unwrap())),
+        reader: Some(Arc::new(DavStore::with_auth(&location, r).unwrap())),
+        atomic: true,
+    })
+}
+
+fn record(key: &str, target: &str, image: &str, inputs: &serde_json::Value) -> Record {
+    Record {
+        format: FORMAT.into(),
+        key: key.into(),
+        target: target.into(),
+        image_id: image.into(),
+        image_ref: Some(
+            format!("kiln.local/{target}:{}", &image[7..])
+                .chars()
+                .take(40)
+                .collect(),
+        ),
+        digest: None,
+        tags: vec![format!("r/{target}:1")],
+        platform: Some("linux/amd64".into()),
+        built_at: "2026-12-02T00:00:00Z".into(),
+        node: "n".into(),
+        duration_s: 1.25,
+        steps_total: 3,
+        steps_cached: 1,
+        inputs_digest: digest(&payload_bytes(inputs)),
+        check: None,
+    }
+}
+
+fn key(n: u32) -> String {
+    format!("k1:{:064x}", u128::from(n) * 0x9e37_79b9_7f4a_7c15)
+}
+
+/// The record a lookup found, with its seal taken off (the store seals).
+fn found(l: &Lookup) -> Option<Record> {
+    match l {
+        Lookup::Hit(e) => {
+            let mut r = e.record.clone();
+            r.check = None;
+            Some(r)
+        }
+        _ => None,
+    }
+}
+
+/// Counts cases and keeps what failed.
+struct Cases {
+    backend: &'static str,
+    count: usize,
+    failed: Vec<String>,
+}
+
+impl Cases {
+    fn check(&mut self, case: &str, ok: bool, detail: impl FnOnce() -> String) {
+        self.count += 1;
+        if !ok {
+            self.failed
+                .push(format!("{}: {case}: {}", self.backend, detail()));
+        }
+    }
+}
+
+/// The protocol: miss, round trip, latest, create-if-absent, force, a
+/// second key, inputs that do not match, the write probe, read-only
+/// credentials, concurrent writers.
+fn protocol(b: &Backend, c: &mut Cases) {
+    let s = &b.store;
+    let inputs = json!({"files": {"a": "blake3:01"}, "args": {"X": "1"}});
+    let (k1, k2) = (key(1), key(2));
+    let r1 = record(&k1, "app", "sha256:1111111111111111", &inputs);
+    let l = s.get(&k1);
+    c.check(
+        "a key never written is a miss",
+        matches!(l, Ok(Lookup::Miss)),
+        || format!("{l:?}"),
+    );
+    let l = s.latest("app");
+    c.check(
+        "a target never built has no latest",
+        matches!(l, Ok(Lookup::Miss)),
+        || format!("{l:?}"),
+    );
+    let p = s.put(&r1, &inputs, false);
+    c.check(
+        "a first put writes",
+        matches!(p, Ok(PutOutcome::Written)),
+        || format!("{p:?}"),
+    );
+    let l = s.get(&k1);
+    c.check(
+        "a written record reads back as written",
+        l.as_ref().ok().and_then(found) == Some(r1.clone()),
+        || format!("{l:?}"),
+    );
+    c.check(
+        "its input manifest reads back",
+        matches!(&l, Ok(Lookup::Hit(e)) if e.inputs == inputs),
+        || format!("{l:?}"),
+    );
+    let l = s.latest("app");
+    c.check(
+        "latest names the written record",
+        l.as_ref().ok().and_then(found) == Some(r1.clone()),
+        || format!("{l:?}"),
+    );
+    let mut other = r1.clone();
+    other.image_id = "sha256:2222222222222222".into();
+    let p = s.put(&other, &inputs, false);
+    c.check(
+        "a second writer of a key finds it present",
+        matches!(p, Ok(PutOutcome::AlreadyPresent)),
+        || format!("{p:?}"),
+    );
+    let l = s.get(&k1);
+    c.check(
+        "the first record stands",
+        l.as_ref().ok().and_then(found) == Some(r1.clone()),
+        || format!("{l:?}"),
+    );
+    let p = s.put(&other, &inputs, true);
+    c.check(
+        "force replaces",
+        matches!(p, Ok(PutOutcome::Replaced)),
+        || format!("{p:?}"),
+    );
+    let l = (b.another)().get(&k1);
+    c.check(
+        "another client reads the replacement",
+        l.as_ref().ok().and_then(found) == Some(other.clone()),
+        || format!("{l:?}"),
+    );
+    let inputs2 = json!({"files": {"a": "blake3:02"}});
+    let r2 = record(&k2, "app", "sha256:3333333333333333", &inputs2);
+    let p = s.put(&r2, &inputs2, false);
+    c.check(
+        "a second key writes",
+        matches!(p, Ok(PutOutcome::Written)),
+        || format!("{p:?}"),
+    );
+    let l = s.latest("app");
+    c.check(
+        "latest moves to the second key",
+        l.as_ref().ok().and_then(found) == Some(r2.clone()),
+        || format!("{l:?}"),
+    );
+    let l = s.get(&k1);
+    c.check(
+        "the first key is still there",
+        l.as_ref().ok().and_then(found) == Some(other.clone()),
+        || format!("{l:?}"),
+    );
+    let mut bad = record(&key(3), "app", "sha256:4444444444444444", &inputs);
+    bad.inputs_digest = "blake3:00".into();
+    let p = s.put(&bad, &inputs, false);
+    c.check(
+        "inputs that do not hash to the record's digest are refused",
+        matches!(p, Err(StoreError::Invalid(_))),
+        || format!("{p:?}"),
+    );
+    let l = s.get(&key(3));
+    c.check(
+        "and nothing was recorded",
+        matches!(l, Ok(Lookup::Miss)),
+        || format!("{l:?}"),
+    );
+    let p = s.probe_write();
+    c.check(
+        "the write probe passes with write access",
+        p.is_ok(),
+        || format!("{p:?}"),
+    );
+    if let Some(reader) = &b.reader {
+        let l = reader.get(&k2);
+        c.check(
+            "read-only credentials read",
+            l.as_ref().ok().and_then(found) == Some(r2.clone()),
+            || format!("{l:?}"),
+        );
+        let p = reader.probe_write();
+        let named = |e: &StoreError| {
+            let m = e.to_string();
+            m.contains(&s.location()) && m.contains("403") && m.contains("may not")
+        };
+        c.check(
+            "the write probe fails with read-only credentials, naming the store and what to do",
+            matches!(&p, Err(e @ StoreError::Unavailable { .. }) if named(e)),
+            || format!("{p:?}"),
+        );
+        let r4 = record(&key(4), "lib", "sha256:5555555555555555", &inputs);
+        let p = reader.put(&r4, &inputs, false);
+        c.check(
+            "a read-only put is an error naming the store",
+            matches!(&p, Err(e) if named(e)),
+            || format!("{p:?}"),
+        );
+        let l = s.get(&key(4));
+        c.check(
+            "and nothing was recorded",
+            matches!(l, Ok(Lookup::Miss)),
+            || format!("{l:?}"),
+        );
+    }
+    // Racing writers of one key, each with its own client.
+    let k5 = key(5);
+    let inputs5 = json!({"race": true});
+    let outcomes: Vec<Result<PutOutcome, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let store = (b.another)();
+                let (k5, inputs5) = (&k5, &inputs5);
+                scope.spawn(move || {
+                    let r = record(k5, "race", &format!("sha256:{i:016}"), inputs5);
+                    store.put(&r, inputs5, false).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let written = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(PutOutcome::Written)))
+        .count();
+    c.check(
+        "racing writers all finish",
+        outcomes.iter().all(Result::is_ok),
+        || format!("{outcomes:?}"),
+    );
+    c.check(
+        "exactly one racing writer wins where create-if-absent is atomic",
+        if b.atomic { written == 1 } else { written >= 1 },
+        || format!("{outcomes:?}"),
+    );
+    let l = s.get(&k5);
+    c.check(
+        "the race leaves one whole record",
+        matches!(&l, Ok(Lookup::Hit(e)) if e.record.key == k5 && e.record.image_id.starts_with("sha256:0000")),
+        || format!("{l:?}"),
+    );
+    // Racing writers of different keys: every one recorded.
+    let keys: Vec<String> = (10..18).map(key).collect();
+    std::thread::scope(|scope| {
+        for k in &keys {
+            let store = (b.another)();
+            let inputs = &inputs;
+            scope.spawn(move || {
+                let r = record(k, "many", "sha256:6666666666666666", inputs);
+                store.put(&r, inputs, false)
+            });
+        }
+    });
+    let all = keys
+        .iter()
+        .all(|k| matches!(s.get(k), Ok(Lookup::Hit(e)) if e.record.key == *k));
+    c.check(
+        "concurrent writers of different keys all record",
+        all,
+        String::new,
+    );
+}
+
+/// Damage under the protocol: every lookup of a damaged record is a miss
+/// (with a reason) or the record as written, never another record.
+fn damage(b: &Backend, c: &mut Cases) {
+    let Some(raw) = &b.raw else { return };
+    let s = &b.store;
+    let inputs = json!({"d": 1});
+    let k = key(100);
+    let r = record(&k, "dmg", "sha256:7777777777777777", &inputs);
+    s.put(&r, &inputs, false).expect("a first put");
+    let name = objects::record_name(&k);
+    let Ok(Read::Found(good)) = raw.read(&name) else {
+        panic!("{}: the record object is not readable", b.name)
+    };
+    let not_false = |l: &Result<Lookup, StoreError>| match l {
+        Ok(Lookup::Hit(_)) => found(l.as_ref().unwrap()) == Some(r.clone()),
+        Ok(Lookup::Corrupt(_)) | Ok(Lookup::Miss) => true,
+        Err(_) => false,
+    };
+    // One bit flipped at every position of the record.
+    for i in 0..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 1 << (i % 8);
+        raw.replace(&name, &bad).unwrap();
+        let l = s.get(&k);
+        c.check(
+            &format!("bit {} of byte {i} flipped", i % 8),
+            not_false(&l),
+            || format!("{l:?}"),
+        );
+    }
+    // Truncated, emptied, another key's record, an unknown format.
+    for len in [0, 1, good.len() / 2, good.len() - 1] {
+        raw.replace(&name, &good[..len]).unwrap();
+        let l = s.get(&k);
+        c.check(
+            &format!("the record cut to {len} bytes is a miss"),
+            matches!(l, Ok(Lookup::Corrupt(_))),
+            || format!("{l:?}"),
+        );
+    }
+    let other_key =
+        serde_json::to_vec(&record(&key(101), "dmg", "sha256:8888888888888888", &inputs).sealed())
+            .unwrap();
+    raw.replace(&name, &other_key).unwrap();
+    let l = s.get(&k);
+    c.check(
+        "another key's record is a miss",
+        matches!(&l, Ok(Lookup::Corrupt(w)) if w.contains("names key")),
+        || format!("{l:?}"),
+    );
+    let mut v0 = r.clone();
+    v0.format = "kiln-record-v0".into();
+    raw.replace(&name, &serde_json::to_vec(&v0).unwrap())
+        .unwrap();
+    let l = s.get(&k);
+    c.check(
+        "an unknown format version is a miss",
+        matches!(&l, Ok(Lookup::Corrupt(w)) if w.contains("format")),
+        || format!("{l:?}"),
+    );
+    // A put repairs a damaged record (it is not "already present").
+    let p = s.put(&r, &inputs, false);
+    c.check(
+        "a put over a damaged record repairs it",
+        matches!(p, Ok(PutOutcome::Replaced)),
+        || format!("{p:?}"),
+    );
+    let l = s.get(&k);
+    c.check(
+        "and it reads back",
+        found(l.as_ref().unwrap()) == Some(r.clone()),
+        || format!("{l:?}"),
+    );
+    // The payload: flipped, cut, missing.
+    let blob = objects::blob_name(&r.inputs_digest);
+    let Ok(Read::Found(payload)) = raw.read(&blob) else {
+        panic!("payload")
+    };
+    for i in 0..payload.len() {
+        let mut bad = payload.clone();
+        bad[i] ^= 1 << (i % 8);
+        raw.replace(&blob, &bad).unwrap();
+        let l = s.get(&k);
+        c.check(
+            &format!("payload byte {i} flipped is a miss"),
+            matches!(l, Ok(Lookup::Corrupt(_))),
+            || format!("{l:?}"),
+        );
+    }
+    raw.replace(&blob, &payload[..payload.len() / 2]).unwrap();
+    let l = s.get(&k);
+    c.check(
+        "a cut payload is a miss",
+        matches!(l, Ok(Lookup::Corrupt(_))),
+        || format!("{l:?}"),
+    );
+    raw.replace(&blob, b"").unwrap();
+    let l = s.get(&k);
+    c.check(
+        "an emptied payload is a miss",
+        matches!(l, Ok(Lookup::Corrupt(_))),
+        || format!("{l:?}"),
+    );
+    let p = s.put(&r, &inputs, true);
+    c.check(
+        "force repairs a damaged payload",
+        p.is_ok() && matches!(s.get(&k), Ok(Lookup::Hit(_))),
+        || format!("{p:?}"),
+    );
+    // The latest pointer: garbage, a key without a record.
+    let pointer = objects::target_name("dmg");
+    raw.replace(&pointer, b"\xff\xfe not a key").unwrap();
+    let l = s.latest("dmg");
+    c.check(
+        "a garbled latest pointer is damage, not never-built",
+        matches!(l, Ok(Lookup::Corrupt(_))),
+        || format!("{l:?}"),
+    );
+    raw.replace(&pointer, key(999).as_bytes()).unwrap();
+    let l = s.latest("dmg");
+    c.check(
+        "a pointer to a key without a record is damage",
+        matches!(l, Ok(Lookup::Corrupt(_))),
+        || format!("{l:?}"),
+    );
+    // What an interrupted writer leaves is never read.
+    let k2 = key(102);
+    let dir = objects::record_name(&k2);
+    let dir = dir.rsplit_once('/').unwrap().0;
+    raw.replace(&format!("{dir}/.tmp-1-1-1"), b"{\"format\":")
+        .unwrap();
+    let l = s.get(&k2);
+    c.check(
+        "a leftover temporary file is not a record",
+        matches!(l, Ok(Lookup::Miss)),
+        || format!("{l:?}"),
+    );
+}
+
+#[test]
+fn every_back_end_keeps_the_protocol_under_damage() {
+    let mut backends = vec![fs_backend()];
+    backends.extend(oci_backend());
+    backends.extend(s3_backend());
+    backends.extend(dav_backend());
+    let results: Vec<Cases> = std::thread::scope(|scope| {
+        let handles: Vec<_> = backends
+            .iter()
+            .map(|b| {
+                scope.spawn(move || {
+                    let mut c = Cases {
+                        backend: b.name,
+                        count: 0,
+                        failed: Vec::new(),
+                    };
+                    protocol(b, &mut c);
+                    damage(b, &mut c);
+                    c
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let total: usize = results.iter().map(|c| c.count).sum();
+    let failed: Vec<&String> = results.iter().flat_map(|c| &c.failed).collect();
+    let per: Vec<String> = results
+        .iter()
+        .map(|c| format!("{} {}", c.backend, c.count))
+        .collect();
+    println!(
+        "store fault matrix: {total} cases on {} back ends ({}): {} passed, {} failed",
+        results.len(),
+        per.join(", "),
+        total - failed.len(),
+        failed.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{}",
+        failed
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
