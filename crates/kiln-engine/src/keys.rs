@@ -318,6 +318,10 @@ pub struct Prediction {
     pub recorded_key: Option<String>,
     /// When the last recorded build ran (RFC 3339).
     pub recorded_at: Option<String>,
+    /// Why the target's last record could not be used (a damaged or
+    /// unreadable record or latest-record pointer), when that is so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
     #[serde(skip)]
     pub manifest: InputManifest,
 }
@@ -358,6 +362,10 @@ pub async fn predict(
             ),
             _ => (None, None),
         };
+        let damaged = match &latest {
+            Lookup::Corrupt(why) => Some(why.clone()),
+            _ => None,
+        };
         let mut changes = recorded_manifest
             .as_ref()
             .map(|m| diff(m, &keyed.manifest))
@@ -365,8 +373,10 @@ pub async fn predict(
         // When the current key is recorded (an older build, say, after a
         // change was reverted), that record decides: what changed is told
         // against it, never against a later build of other inputs.
+        // So does it when the latest-record pointer is missing or damaged:
+        // plan, why and build never disagree about a recorded key.
         if let Some(key) = keyed.key.as_ref().filter(|_| keyed.volatile.is_empty())
-            && recorded.as_ref().is_some_and(|r| &r.key != key)
+            && recorded.as_ref().is_none_or(|r| &r.key != key)
             && let Lookup::Hit(e) = store.get(key).map_err(store_err)?
         {
             changes = serde_json::from_value::<InputManifest>(e.inputs.clone())
@@ -448,7 +458,8 @@ pub async fn predict(
             reason,
             changes,
             recorded_key: recorded.as_ref().map(|r| r.key.clone()),
-            recorded_at: recorded.map(|r| r.built_at),
+            recorded_at: recorded.as_ref().map(|r| r.built_at.clone()),
+            damaged: damaged.filter(|_| recorded.is_none()),
             manifest: keyed.manifest,
         });
     }

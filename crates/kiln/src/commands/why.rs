@@ -26,8 +26,11 @@ pub struct WhySettings {
 #[derive(Debug, Serialize)]
 struct Why {
     target: String,
-    /// `unchanged`, `changed` or `never-built`.
+    /// `unchanged`, `changed`, `never-built` or `damaged` (the last
+    /// record cannot be read: `damaged` says why).
     status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    damaged: Option<String>,
     /// The current key (`null` while an upstream output is pending).
     key: Option<String>,
     recorded_key: Option<String>,
@@ -145,6 +148,7 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
     let mut seen = std::collections::BTreeSet::from([s.target.clone()]);
     let causes = causes(&s.target, &p.changes, &planned, &all, &mut seen);
     let status = match (&p.recorded_key, &p.key) {
+        (None, _) if p.damaged.is_some() => "damaged",
         (None, _) => "never-built",
         (Some(r), Some(k)) if r == k => "unchanged",
         (Some(_), _) if p.changes.is_empty() && p.key.is_some() => "unchanged",
@@ -153,6 +157,7 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
     let why = Why {
         target: s.target.clone(),
         status,
+        damaged: p.damaged.clone(),
         key: p.key.clone(),
         recorded_key: p.recorded_key.clone(),
         recorded_at: p.recorded_at.clone(),
@@ -178,6 +183,11 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
                 "never-built" => t.push_str(&format!(
                     "{}: never built (no record in the store)\n",
                     why.target
+                )),
+                "damaged" => t.push_str(&format!(
+                    "{}: its last record cannot be used ({}); nothing to compare with\n",
+                    why.target,
+                    why.damaged.as_deref().unwrap_or("damaged")
                 )),
                 "unchanged" => t.push_str(&format!(
                     "{}: unchanged since the build recorded at {at}\n",

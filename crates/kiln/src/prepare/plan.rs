@@ -212,6 +212,7 @@ pub fn predictions(
             changes: Vec::new(),
             recorded_key: None,
             recorded_at: None,
+            damaged: None,
             manifest: Default::default(),
         });
     }
