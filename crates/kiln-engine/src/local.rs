@@ -93,6 +93,17 @@ macro_rules! secs {
 }
 
 /// The engines this process connected to, by endpoint.
+/// How long one Engine API request that is not a build, a pull or a push
+/// may take: `KILN_ENGINE_TIMEOUT` seconds, default 30.
+pub fn request_bound() -> std::time::Duration {
+    let secs = std::env::var("KILN_ENGINE_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(30);
+    std::time::Duration::from_secs(secs)
+}
+
 fn connected() -> &'static std::sync::Mutex<HashMap<String, LocalEngine>> {
     static ENGINES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, LocalEngine>>> =
         std::sync::OnceLock::new();
@@ -132,19 +143,28 @@ impl LocalEngine {
                 ..known
             });
         }
-        // `/version` answers only from a live daemon: no separate ping.
-        let v = docker
-            .version()
+        // `/version` answers only from a live daemon: no separate ping. A
+        // socket that accepts and never answers (a wedged dockerd) is
+        // bounded, like every request that is not a build or a transfer.
+        let bound = request_bound();
+        let wedged = || {
+            unreachable(format!(
+                "it accepted the connection but did not answer within {}s (a wedged daemon? restart it, or set KILN_ENGINE_TIMEOUT=SECONDS to wait longer)",
+                bound.as_secs()
+            ))
+        };
+        let v = tokio::time::timeout(bound, docker.version())
             .await
+            .map_err(|_| wedged())?
             .map_err(|e| unreachable(e.to_string()))?;
         let platform = format!(
             "{}/{}",
             v.os.unwrap_or_else(|| "linux".into()),
             v.arch.unwrap_or_else(|| "amd64".into())
         );
-        let info = docker
-            .info()
+        let info = tokio::time::timeout(bound, docker.info())
             .await
+            .map_err(|_| wedged())?
             .map_err(|e| unreachable(e.to_string()))?;
         let image_store = ImageStore::from_driver_status(&info.driver_status.unwrap_or_default());
         let engine = LocalEngine {
@@ -161,14 +181,21 @@ impl LocalEngine {
         Ok(engine)
     }
 
-    /// Whether the daemon still answers.
+    /// Whether the daemon still answers (within the request bound).
     pub async fn answers(&self) -> bool {
-        self.docker.ping().await.is_ok()
+        matches!(
+            tokio::time::timeout(request_bound(), self.docker.ping()).await,
+            Ok(Ok(_))
+        )
     }
 
     /// The engine's CPU count (`NCPU` of `docker info`), if it says.
     pub async fn cpus(&self) -> Option<u32> {
-        let n = self.docker.info().await.ok()?.ncpu?;
+        let n = tokio::time::timeout(request_bound(), self.docker.info())
+            .await
+            .ok()?
+            .ok()?
+            .ncpu?;
         u32::try_from(n).ok().filter(|&n| n > 0)
     }
 
@@ -191,7 +218,13 @@ impl LocalEngine {
         if let Some(known) = self.seen.lock().ok()?.get(reference) {
             return known.clone();
         }
-        let found = match self.docker.inspect_image(reference).await {
+        let Ok(inspected) =
+            tokio::time::timeout(request_bound(), self.docker.inspect_image(reference)).await
+        else {
+            // Not answered in time: not known (asked again next time).
+            return None;
+        };
+        let found = match inspected {
             Ok(i) => {
                 let id = crate::identity::from_inspect(&i);
                 // Every tag of the image names the same identity: one
@@ -238,9 +271,14 @@ impl LocalEngine {
             .repo(&repo)
             .tag(&tag)
             .build();
-        self.docker
-            .tag_image(image, Some(opts))
+        tokio::time::timeout(request_bound(), self.docker.tag_image(image, Some(opts)))
             .await
+            .map_err(|_| {
+                EngineError::Build(format!(
+                    "tagging {image} as {reference}: the engine did not answer within {}s",
+                    request_bound().as_secs()
+                ))
+            })?
             .map_err(|e| EngineError::Build(format!("tagging {image} as {reference}: {e}")))
     }
 
@@ -250,7 +288,11 @@ impl LocalEngine {
         let opts = bollard::query_parameters::RemoveImageOptionsBuilder::default()
             .noprune(true)
             .build();
-        let _ = self.docker.remove_image(reference, Some(opts), None).await;
+        let _ = tokio::time::timeout(
+            request_bound(),
+            self.docker.remove_image(reference, Some(opts), None),
+        )
+        .await;
     }
 
     /// Pulls `reference` (e.g. `repo@sha256:…`) into the engine.

@@ -274,6 +274,53 @@ fn files_that_are_not_utf8_and_mistyped_stores_are_bad_input() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An engine socket that accepts and never answers (a wedged dockerd) is a
+/// clear error within the request bound, naming the engine: never a hang.
+#[test]
+fn a_wedged_engine_is_an_error_in_bounded_time() {
+    let dir = workspace(&[
+        ("docker-bake.hcl", "target \"a\" {}\n"),
+        ("Dockerfile", "FROM busybox:1\n"),
+        (
+            "fleet.toml",
+            "[[node]]\nname = \"w\"\nendpoint = \"unix://wedged.sock\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 100\n",
+        ),
+    ]);
+    let sock = dir.join("wedged.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    // Accepts every connection and keeps it open, saying nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let host = format!("unix://{}", sock.display());
+    for args in [
+        vec!["build", "--host", &host, "a"],
+        vec!["preflight", "--host", &host, "a"],
+        vec!["fleet", "--fleet", "fleet.toml"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(&args)
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("KILN_ENGINE_TIMEOUT", "2")
+            .output()
+            .unwrap();
+        let took = t0.elapsed();
+        // `kiln fleet` reports each node on stdout, then fails.
+        let e = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(took.as_secs() < 30, "{args:?} took {took:?}: {e}");
+        assert!(e.contains("did not answer within 2s"), "{args:?}: {e}");
+        assert!(e.contains("wedged.sock"), "{args:?}: {e}");
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn compose_files_are_rejected_clearly() {
     let dir = workspace(&[("compose.yaml", "services:\n  app:\n    build: .\n")]);

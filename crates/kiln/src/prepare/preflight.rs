@@ -100,7 +100,15 @@ pub fn check(
             Err(e) if require_engine && eligible.is_none() => {
                 return Err(engine_error(e, &n.endpoint));
             }
-            Err(_) => None,
+            Err(e) => {
+                // Said, never silent: what the engine holds is not known,
+                // so images are looked for in registries only.
+                eprintln!(
+                    "warning: {}; images are looked for in registries only",
+                    engine_error(e, &n.endpoint).message
+                );
+                None
+            }
         };
         fleet_nodes.push(kiln_engine::preflight::FleetNode {
             name: n.name.clone(),
