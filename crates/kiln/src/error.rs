@@ -14,6 +14,10 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// Infrastructure: daemon, registry or store unreachable, I/O failures.
     pub const INFRA: u8 = 3;
+    /// Stopped by SIGINT (Ctrl-C): 128 + 2, as shells report it.
+    pub const SIGINT: u8 = 130;
+    /// Stopped by SIGTERM: 128 + 15.
+    pub const SIGTERM: u8 = 143;
 }
 
 /// How an error is classified.
@@ -25,6 +29,8 @@ pub enum Kind {
     Environment,
     /// A build or check failed (exit 1).
     Failed,
+    /// Stopped by a signal (exit 130 for SIGINT, 143 for SIGTERM).
+    Interrupted(u8),
 }
 
 #[derive(Debug)]
@@ -58,6 +64,7 @@ impl CliError {
             Kind::User => exit::USAGE,
             Kind::Environment => exit::INFRA,
             Kind::Failed => exit::FAILED,
+            Kind::Interrupted(code) => code,
         })
     }
 }

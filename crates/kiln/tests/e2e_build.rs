@@ -912,6 +912,283 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     let _ = std::fs::remove_dir_all(&other);
 }
 
+/// Environment variables given to kiln.
+type Vars = Vec<(String, String)>;
+
+/// The S3 and WebDAV stores that `scripts/store-servers up` starts (moto,
+/// nginx): `(location, writer env, reader env)` for each that is there.
+/// Missing is a skip, or a failure under `KILN_E2E=1`.
+fn object_stores(salt: &str) -> Vec<(String, Vars, Vars)> {
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+    let mut out = Vec::new();
+    let s3 = [
+        "KILN_TEST_S3_ENDPOINT",
+        "KILN_TEST_S3_BUCKET",
+        "KILN_TEST_S3_WRITER",
+        "KILN_TEST_S3_READER",
+    ];
+    let dav = [
+        "KILN_TEST_WEBDAV",
+        "KILN_TEST_WEBDAV_WRITER",
+        "KILN_TEST_WEBDAV_READER",
+    ];
+    for vars in [&s3[..], &dav[..]] {
+        if vars.iter().any(|v| var(v).is_none()) {
+            assert!(
+                std::env::var("KILN_E2E").as_deref() != Ok("1"),
+                "KILN_E2E=1 but {vars:?} are not all set: run scripts/store-servers up"
+            );
+            eprintln!("skipped: {vars:?} are not set (scripts/store-servers up sets them)");
+            continue;
+        }
+        let v: Vec<String> = vars.iter().map(|n| var(n).unwrap()).collect();
+        let split = |p: &str| {
+            let (a, b) = p.split_once(':').unwrap();
+            (a.to_string(), b.to_string())
+        };
+        if v.len() == 4 {
+            let creds = |p: &str| {
+                let (k, s) = split(p);
+                vec![
+                    ("AWS_ENDPOINT_URL".to_string(), v[0].clone()),
+                    ("AWS_REGION".to_string(), "us-east-1".to_string()),
+                    ("AWS_ACCESS_KEY_ID".to_string(), k),
+                    ("AWS_SECRET_ACCESS_KEY".to_string(), s),
+                ]
+            };
+            out.push((
+                format!("s3://{}/e2e-{salt}", v[1]),
+                creds(&v[2]),
+                creds(&v[3]),
+            ));
+        } else {
+            let creds = |p: &str| {
+                let (u, pw) = split(p);
+                vec![
+                    ("KILN_WEBDAV_USERNAME".to_string(), u),
+                    ("KILN_WEBDAV_PASSWORD".to_string(), pw),
+                ]
+            };
+            out.push((format!("{}/e2e-{salt}", v[0]), creds(&v[1]), creds(&v[2])));
+        }
+    }
+    out
+}
+
+/// Records on S3 and on WebDAV skip like records on disk; a store the
+/// credentials may only read is said once before the first build (nothing
+/// recorded, the build goes on), and `--require-store` stops before
+/// anything builds, exit 3, naming the store.
+#[test]
+fn object_store_records_skip_and_a_read_only_store_is_never_silent() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let files = [
+        (
+            "docker-bake.hcl",
+            "target \"one\" {\n  network = \"host\"\n}\n",
+        ),
+        (
+            "Dockerfile",
+            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
+        ),
+        ("a.txt", "a\n"),
+    ];
+    for (store, writer, reader) in object_stores(&salt) {
+        let with = |creds: &[(String, String)]| -> Vec<(String, String)> {
+            let mut e = creds.to_vec();
+            e.push(("KILN_STORE".into(), store.clone()));
+            e
+        };
+        let run = |dir: &Path, creds: &[(String, String)], extra: &[&str]| {
+            let env = with(creds);
+            let env: Vec<(&str, &str)> =
+                env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let mut args = vec!["one"];
+            args.extend_from_slice(extra);
+            build_json(dir, &host, &args, &env)
+        };
+        let dir = workspace(&files);
+        touch_unique(&dir.join("a.txt"), &format!("object store {store}"));
+        let o = run(&dir, &writer, &[]);
+        assert!(
+            o.status.success(),
+            "{store}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(target(&summary(&o), "one")["status"], "built", "{store}");
+        assert!(
+            !dir.join(".kiln/store").exists(),
+            "{store}: nothing on disk"
+        );
+        // The same inputs elsewhere: only the store knows the key.
+        let other = workspace(&files);
+        std::fs::copy(dir.join("a.txt"), other.join("a.txt")).unwrap();
+        let o = run(&other, &writer, &[]);
+        assert!(
+            o.status.success(),
+            "{store}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(target(&summary(&o), "one")["status"], "skipped", "{store}");
+        // The reader skips too, and a change builds with one warning.
+        let o = run(&other, &reader, &[]);
+        assert_eq!(target(&summary(&o), "one")["status"], "skipped", "{store}");
+        std::fs::write(other.join("a.txt"), format!("changed {salt}\n")).unwrap();
+        let o = run(&other, &reader, &["--require-store"]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(3), "{store}: {err}");
+        assert!(
+            err.contains(&store) && err.contains("--require-store"),
+            "{store}: {err}"
+        );
+        assert!(!err.contains("building"), "nothing built: {err}");
+        let o = run(&other, &reader, &[]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{store}: {err}");
+        assert_eq!(target(&summary(&o), "one")["status"], "built", "{store}");
+        assert_eq!(
+            err.matches("nothing built in this run will be recorded")
+                .count(),
+            1,
+            "said once: {err}"
+        );
+        assert!(
+            err.contains(&store) && err.contains("403"),
+            "{store}: {err}"
+        );
+        // And indeed nothing was: the writer builds it again.
+        let o = run(&other, &writer, &[]);
+        assert_eq!(target(&summary(&o), "one")["status"], "built", "{store}");
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&other);
+    }
+}
+
+/// SIGTERM (and SIGINT) during a build stops it: kiln exits 143 (130)
+/// within seconds, its `docker` child is gone, its temporary directories
+/// are removed and nothing is recorded (the next run builds the target).
+#[test]
+fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let step = format!("{salt}-{signal}");
+        let dockerfile =
+            format!("FROM kiln/busybox:latest\nRUN echo {step} && sleep 120 && echo {step}-done\n");
+        let dir = workspace(&[
+            (
+                "docker-bake.hcl",
+                "target \"slow\" {\n  network = \"host\"\n}\n",
+            ),
+            ("Dockerfile", &dockerfile),
+        ]);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(["build", "--progress", "plain", "slow"])
+            .current_dir(&dir)
+            .env("DOCKER_HOST", &host)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Wait until the RUN step runs.
+        let mut err = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut all = String::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match std::io::Read::read(&mut err, &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => all.push_str(&String::from_utf8_lossy(&buf[..n])),
+                }
+            }
+            all
+        });
+        let t0 = std::time::Instant::now();
+        let ours = |what: &str| -> Vec<String> {
+            let mut found = Vec::new();
+            for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+                    let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                    if c.contains(what) {
+                        found.push(c);
+                    }
+                }
+            }
+            found
+        };
+        while t0.elapsed().as_secs() < 60 && ours(&step).is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert!(!ours(&step).is_empty(), "the RUN step never started");
+        let temps = || -> Vec<String> {
+            std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("kiln-{pid}-")))
+                .collect()
+        };
+        // kiln's children now (the docker CLI running the build).
+        let children = |parent: u32| -> Vec<u32> {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| {
+                    let p: u32 = e.file_name().to_str()?.parse().ok()?;
+                    let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                    let ppid: u32 = stat
+                        .rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()?;
+                    (ppid == parent).then_some(p)
+                })
+                .collect()
+        };
+        let kids = children(pid);
+        assert!(!kids.is_empty(), "kiln runs the build through a child");
+        let t1 = std::time::Instant::now();
+        let k = Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+        let status = child.wait().unwrap();
+        let took = t1.elapsed();
+        let err = reader.join().unwrap();
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {err}");
+        assert!(took.as_secs() < 20, "SIG{signal} took {took:?}");
+        assert!(err.contains("interrupted by SIG"), "{err}");
+        assert!(
+            temps().is_empty(),
+            "temporary directories left: {:?}",
+            temps()
+        );
+        // No child of kiln is left running.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let alive = |p: &u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
+                !st.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+        };
+        let left: Vec<&u32> = kids.iter().filter(|p| alive(p)).collect();
+        assert!(left.is_empty(), "left running: {left:?}");
+        assert!(
+            !dir.join(".kiln/store/records-v1").exists(),
+            "nothing recorded"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// An `ADD` of a URL without a checksum cannot be vouched for by a key:
 /// the target is built every time, and plan and build say why.
 #[test]
@@ -1861,6 +2138,30 @@ fn why_after_a_reverted_change_agrees_with_the_skip() {
     assert_eq!(w["status"], "unchanged", "{w}");
     assert_eq!(w["changes"].as_array().unwrap().len(), 0, "{w}");
     assert_eq!(w["recorded_at"], first["recorded_at"], "{w}");
+    // A garbled latest-record pointer: the current key's record still
+    // decides, and why agrees with the skip.
+    let pointer = dir.join(".kiln/store/targets-v1/a.json");
+    std::fs::write(&pointer, b"\xff garbage").unwrap();
+    let w = why();
+    assert_eq!(
+        (&w["status"], &w["action"]),
+        (&"unchanged".into(), &"skip".into()),
+        "{w}"
+    );
+    // Changed inputs and no usable last record: said so, not "never built".
+    std::fs::write(dir.join("f.txt"), format!("three {salt}\n")).unwrap();
+    let w = why();
+    assert_eq!(w["status"], "damaged", "{w}");
+    assert!(
+        w["damaged"]
+            .as_str()
+            .unwrap()
+            .contains("does not hold a key"),
+        "{w}"
+    );
+    let o = kiln(&dir, &host, &["why", "a"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("its last record cannot be used"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

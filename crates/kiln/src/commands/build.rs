@@ -20,6 +20,7 @@ pub struct BuildSettings {
     pub targets: Vec<String>,
     pub jobs: usize,
     pub fail_fast: bool,
+    pub require_store: bool,
     pub push: bool,
     pub progress: Progress,
     pub format: Format,
@@ -122,6 +123,9 @@ impl Reporter for PlainReporter {
                 "[{target}] key {} ({files} file(s), {read_files} read)",
                 key.as_deref().unwrap_or("(pending)")
             ),
+            Event::Warning { target, message } if target.is_empty() => {
+                format!("warning: {message}")
+            }
             Event::Warning { target, message } => format!("[{target}] warning: {message}"),
             Event::Step {
                 target,
@@ -173,6 +177,22 @@ impl Reporter for JsonReporter {
         if let (Ok(mut o), Ok(text)) = (self.out.lock(), serde_json::to_string(e)) {
             let _ = writeln!(o, "{text}");
         }
+    }
+}
+
+/// Waits for SIGINT or SIGTERM and returns the exit code it means (130,
+/// 143). If the handlers cannot be installed, it never returns.
+async fn interrupted() -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => tokio::select! {
+            _ = int.recv() => crate::error::exit::SIGINT,
+            _ = term.recv() => crate::error::exit::SIGTERM,
+        },
+        _ => std::future::pending().await,
     }
 }
 
@@ -272,7 +292,12 @@ impl Reporter for TtyReporter {
                     .println(format!("  {target} pushed {reference}@{digest}"));
             }
             Event::Warning { target, message } => {
-                let _ = self.bars.println(format!("! {target}: {message}"));
+                let line = if target.is_empty() {
+                    format!("! {message}")
+                } else {
+                    format!("! {target}: {message}")
+                };
+                let _ = self.bars.println(line);
             }
             Event::Log { .. } | Event::Key { .. } => {}
         }
@@ -387,6 +412,7 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .parent()
             .map(|d| d.join("logs").join(&run_id)),
         fail_fast: s.fail_fast,
+        require_store: s.require_store,
         force: s.force,
         store: store.clone(),
         stat_cache: stat_cache.clone(),
@@ -397,7 +423,37 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .iter()
         .map(|sp| (sp.name.clone(), sp.tags.clone()))
         .collect();
-    let result = rt.block_on(kiln_engine::run(endpoint, specs, opts, reporter));
+    // SIGINT or SIGTERM stops the run: its tasks are dropped, which kills
+    // every build child (`kill_on_drop`) and removes its temporary
+    // directory; records are only ever written after a build succeeded, so
+    // nothing unfinished is recorded.
+    let result = rt.block_on(async {
+        tokio::select! {
+            r = kiln_engine::run(endpoint, specs, opts, reporter) => Ok(r),
+            code = interrupted() => Err(code),
+        }
+    });
+    let result = match result {
+        Ok(r) => r,
+        Err(code) => {
+            rt.shutdown_timeout(std::time::Duration::from_secs(10));
+            let _ = stat_cache.save(&s.store.stat_cache);
+            return Err(CliError {
+                kind: crate::error::Kind::Interrupted(code),
+                message: format!(
+                    "interrupted by {}: the builds that were running are stopped and nothing unfinished was recorded",
+                    if code == crate::error::exit::SIGINT {
+                        "SIGINT"
+                    } else {
+                        "SIGTERM"
+                    }
+                ),
+                hint: Some(
+                    "run the same command again: what finished is recorded and skipped".into(),
+                ),
+            });
+        }
+    };
     // The stat cache is worth keeping even when a build failed.
     if let Err(e) = stat_cache.save(&s.store.stat_cache) {
         eprintln!("warning: could not save the stat cache: {e}");
