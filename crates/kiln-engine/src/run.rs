@@ -1006,7 +1006,17 @@ async fn decide_and_build(
     }
     if let Some(key) = keyed.key.clone().filter(|_| lookup) {
         let k = key.clone();
-        match store_call(&sh.opts.store, move |s| s.get(&k)).await? {
+        // A store that cannot be read is a miss with a warning (the target
+        // builds), unless --require-store makes it the run's error.
+        let found = match store_call(&sh.opts.store, move |s| s.get(&k)).await {
+            Ok(l) => l,
+            Err(e) if sh.opts.require_store => return Err(e),
+            Err(e) => {
+                warn(format!("{e}; looked up as a miss, so it builds"));
+                Lookup::Miss
+            }
+        };
+        match found {
             Lookup::Hit(entry) => {
                 let rec = entry.record;
                 use crate::keys::Located;

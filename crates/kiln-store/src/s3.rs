@@ -262,7 +262,13 @@ impl S3Store {
         let credentials = aws
             .key
             .map(|(k, s, t)| aws_credential_types::Credentials::new(k, s, t, None, "kiln"));
-        let http = Http::new(loc.display(), loc.timeout)?;
+        // Messages name the endpoint too when it is not AWS's: which server
+        // did not answer matters as much as which bucket.
+        let shown = match &aws.endpoint {
+            Some(e) => format!("{} (endpoint {e})", loc.display()),
+            None => loc.display(),
+        };
+        let http = Http::new(shown, loc.timeout)?;
         Ok(S3Store {
             inner: Arc::new(Inner {
                 client: http.client.clone(),

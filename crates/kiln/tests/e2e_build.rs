@@ -1065,6 +1065,53 @@ fn object_store_records_skip_and_a_read_only_store_is_never_silent() {
     }
 }
 
+/// A record store that does not answer at all: each lookup is a miss with
+/// a warning naming the store, the build goes on (and says nothing will be
+/// recorded); `--require-store` makes it the run's error (exit 3).
+#[test]
+fn a_store_that_does_not_answer_is_a_miss_with_a_warning() {
+    let Some((host, _)) = engine() else { return };
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"one\" {\n  network = \"host\"\n}\n",
+        ),
+        (
+            "Dockerfile",
+            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
+        ),
+        ("a.txt", "a\n"),
+    ]);
+    touch_unique(&dir.join("a.txt"), "dead store");
+    let store = format!("webdav://127.0.0.1:{dead}/kiln?timeout=5");
+    let env = [("KILN_STORE", store.as_str())];
+    let o = build_json(&dir, &host, &["one"], &env);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(target(&summary(&o), "one")["status"], "built");
+    assert!(err.contains("looked up as a miss, so it builds"), "{err}");
+    assert!(
+        err.contains("nothing built in this run will be recorded"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("127.0.0.1:{dead}")) && err.contains("cannot connect"),
+        "{err}"
+    );
+    let o = build_json(&dir, &host, &["one", "--require-store"], &env);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// SIGTERM (and SIGINT) during a build stops it: kiln exits 143 (130)
 /// within seconds, its `docker` child is gone, its temporary directories
 /// are removed and nothing is recorded (the next run builds the target).
