@@ -93,6 +93,34 @@ macro_rules! secs {
 }
 
 /// The engines this process connected to, by endpoint.
+/// What a failed Engine API connection means, in words, with the cause
+/// chain after it (bollard's own text, "Error in the hyper legacy client:
+/// client error (Connect)", says nothing a user can act on).
+pub fn explain(e: &bollard::errors::Error) -> String {
+    let chain = kiln_util::error_chain(e);
+    let lower = chain.to_ascii_lowercase();
+    let meaning = if lower.contains("connection refused") {
+        "nothing listens there (connection refused): the daemon is not running"
+    } else if lower.contains("socket not found") || lower.contains("no such file or directory") {
+        "the socket does not exist: the daemon is not running, or the address is wrong"
+    } else if lower.contains("permission denied") {
+        "permission denied on the socket: run as a user in the docker group, or point DOCKER_HOST at a socket you may use"
+    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
+    {
+        "the TLS handshake failed: check DOCKER_CERT_PATH / DOCKER_TLS_VERIFY and the daemon's certificate"
+    } else if lower.contains("timed out") || lower.contains("deadline") {
+        "the daemon did not answer in time"
+    } else if lower.contains("dns") || lower.contains("failed to lookup") {
+        "the daemon's host name does not resolve"
+    } else if lower.contains("connection reset") || lower.contains("broken pipe") {
+        "the daemon closed the connection"
+    } else {
+        return chain.replace("Error in the hyper legacy client: ", "");
+    };
+    let cause = chain.replace("Error in the hyper legacy client: ", "");
+    format!("{meaning} ({cause})")
+}
+
 /// How long one Engine API request that is not a build, a pull or a push
 /// may take: `KILN_ENGINE_TIMEOUT` seconds, default 30.
 pub fn request_bound() -> std::time::Duration {
@@ -127,7 +155,7 @@ impl LocalEngine {
                 bollard::API_DEFAULT_VERSION,
             )
         }
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|e| unreachable(explain(&e)))?;
         // An engine this process already connected to (preflight, then the
         // run) is not asked again: its platform, store and version do not
         // change, and what was learned of its images is shared. A daemon
@@ -156,7 +184,7 @@ impl LocalEngine {
         let v = tokio::time::timeout(bound, docker.version())
             .await
             .map_err(|_| wedged())?
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(explain(&e)))?;
         let platform = format!(
             "{}/{}",
             v.os.unwrap_or_else(|| "linux".into()),
@@ -165,7 +193,7 @@ impl LocalEngine {
         let info = tokio::time::timeout(bound, docker.info())
             .await
             .map_err(|_| wedged())?
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(explain(&e)))?;
         let image_store = ImageStore::from_driver_status(&info.driver_status.unwrap_or_default());
         let engine = LocalEngine {
             docker,
@@ -529,6 +557,33 @@ pub fn split_reference(r: &str) -> (String, String) {
     let repo = kiln_plan::repository_name(name);
     let tag = name.get(repo.len() + 1..).unwrap_or("latest");
     (repo.to_string(), tag.to_string())
+}
+
+#[cfg(test)]
+mod explain_tests {
+    use super::explain;
+
+    #[test]
+    fn connection_failures_are_said_in_words() {
+        let io = |kind, msg: &str| bollard::errors::Error::IOError {
+            err: std::io::Error::new(kind, msg.to_string()),
+        };
+        let refused = explain(&io(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        ));
+        assert!(refused.starts_with("nothing listens there"), "{refused}");
+        let denied = explain(&io(
+            std::io::ErrorKind::PermissionDenied,
+            "Permission denied (os error 13)",
+        ));
+        assert!(denied.contains("docker group"), "{denied}");
+        let other = explain(&io(std::io::ErrorKind::Other, "something odd"));
+        assert!(
+            other.contains("something odd") && !other.contains("hyper"),
+            "{other}"
+        );
+    }
 }
 
 #[cfg(test)]
