@@ -101,6 +101,9 @@ struct Inner {
     /// asks a registry.
     clients: std::sync::OnceLock<Result<Clients, String>>,
     timeout: Duration,
+    /// The docker CLI's login per registry host, looked up once
+    /// (`kiln_store::credentials`).
+    logins: std::sync::Mutex<std::collections::HashMap<String, RegistryAuth>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -192,6 +195,7 @@ impl Registry {
             inner: Arc::new(Inner {
                 clients: std::sync::OnceLock::new(),
                 timeout,
+                logins: Default::default(),
             }),
         })
     }
@@ -262,7 +266,7 @@ impl Registry {
         let name = target.name();
         let (client, oci_ref) = self.client_for(&target)?;
         let timeout = self.inner.timeout;
-        let auth = RegistryAuth::Anonymous;
+        let auth = self.auth_for(&target.registry);
         let (oci_ref, auth) = (&oci_ref, &auth);
         match tokio::time::timeout(timeout, retry(|| client.pull_manifest(oci_ref, auth))).await {
             Err(_elapsed) => Err(RegistryError::Unreachable {
@@ -296,7 +300,7 @@ impl Registry {
         let name = target.name();
         let (client, oci_ref) = self.client_for(&target)?;
         let timeout = self.inner.timeout;
-        let auth = RegistryAuth::Anonymous;
+        let auth = self.auth_for(&target.registry);
         let unreachable = |what: &str| RegistryError::Unreachable {
             registry: target.registry.clone(),
             detail: format!("{what} {name}: no answer within {timeout:?}"),
@@ -347,6 +351,28 @@ impl Registry {
             .and_then(|v| crate::identity::from_config_blob(&v)))
     }
 
+    /// How to authenticate to `registry`: the docker CLI's login for it,
+    /// else anonymous.
+    fn auth_for(&self, registry: &str) -> RegistryAuth {
+        if let Some(a) = self
+            .inner
+            .logins
+            .lock()
+            .ok()
+            .and_then(|m| m.get(registry).cloned())
+        {
+            return a;
+        }
+        let auth = match kiln_store::credentials::login_for(registry) {
+            Some((u, p)) => RegistryAuth::Basic(u, p),
+            None => RegistryAuth::Anonymous,
+        };
+        if let Ok(mut m) = self.inner.logins.lock() {
+            m.insert(registry.to_string(), auth.clone());
+        }
+        auth
+    }
+
     /// The client for the target's protocol and its manifest reference.
     fn client_for(&self, target: &Target) -> Result<(&Client, Reference), RegistryError> {
         let oci_ref = match &target.digest {
@@ -373,7 +399,7 @@ impl Registry {
         let name = target.name();
         let (client, oci_ref) = self.client_for(&target)?;
         let timeout = self.inner.timeout;
-        let auth = RegistryAuth::Anonymous;
+        let auth = self.auth_for(&target.registry);
         let (oci_ref, auth) = (&oci_ref, &auth);
         let answer = tokio::time::timeout(
             timeout,
@@ -448,9 +474,10 @@ fn auth_detail(status: u16, name: &str) -> String {
     } else {
         format!(
             "resolving {name}: authentication or authorisation failed (HTTP {status}): the \
-             registry, or a proxy in front of it, wants credentials kiln does not have (kiln \
-             reads registries anonymously) or refused them; some registries answer this way \
-             for a repository that does not exist"
+             registry, or a proxy in front of it, wants credentials kiln does not have or \
+             refused them (kiln uses the docker CLI's login: `docker login` the registry, \
+             with the same DOCKER_CONFIG); some registries answer this way for a repository \
+             that does not exist"
         )
     }
 }

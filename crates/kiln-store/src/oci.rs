@@ -418,6 +418,9 @@ impl std::fmt::Debug for OciStore {
 struct Inner {
     client: Client,
     loc: OciLocation,
+    /// The docker CLI's login for the registry, else anonymous
+    /// (`crate::credentials`).
+    auth: RegistryAuth,
 }
 
 /// What reading a manifest found.
@@ -465,7 +468,14 @@ impl OciStore {
             .map_err(|e| unavailable(format!("setting up the HTTP client: {e}")))?;
         let worker = Worker::start("kiln-store-oci").map_err(unavailable)?;
         Ok(OciStore {
-            inner: Arc::new(Inner { client, loc }),
+            inner: Arc::new(Inner {
+                client,
+                auth: match crate::credentials::login_for(&loc.registry) {
+                    Some((u, p)) => RegistryAuth::Basic(u, p),
+                    None => RegistryAuth::Anonymous,
+                },
+                loc,
+            }),
             worker,
         })
     }
@@ -527,7 +537,7 @@ impl Inner {
 
     async fn fetch_manifest(&self, tag: &str) -> Result<Fetched, StoreError> {
         let r = self.reference(tag);
-        let auth = RegistryAuth::Anonymous;
+        let auth = self.auth.clone();
         let (client, r) = (&self.client, &r);
         match retry(|| client.pull_manifest_raw(r, &auth, ACCEPT)).await {
             Ok((bytes, _)) => Ok(Fetched::Found(bytes.to_vec())),
@@ -670,6 +680,10 @@ impl Inner {
     }
 
     async fn push_blob(&self, r: &Reference, data: Vec<u8>, what: &str) -> Result<(), StoreError> {
+        // Pushes take the login the client keeps per registry.
+        self.client
+            .store_auth_if_needed(r.resolve_registry(), &self.auth)
+            .await;
         let d = ImageLayer::new(data, String::new(), None);
         let sha = d.sha256_digest();
         let (client, data, sha) = (&self.client, &d.data, &sha);
@@ -680,6 +694,9 @@ impl Inner {
     }
 
     async fn push_manifest(&self, tag: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.client
+            .store_auth_if_needed(self.reference(tag).resolve_registry(), &self.auth)
+            .await;
         let content_type = OCI_IMAGE_MEDIA_TYPE
             .parse()
             .map_err(|e| self.unavailable(format!("content type: {e}")))?;

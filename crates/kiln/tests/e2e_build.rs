@@ -1236,6 +1236,130 @@ fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
     }
 }
 
+/// A private registry (htpasswd auth): kiln reads it with the docker
+/// CLI's login, from the same `DOCKER_CONFIG`; without a login, preflight
+/// says how to log in.
+#[test]
+fn a_private_registry_is_read_with_the_docker_login() {
+    let Some((host, _)) = engine() else { return };
+    let dir = workspace(&[("docker-bake.hcl", "target \"a\" {}\n")]);
+    let hash = Command::new("python3")
+        .args([
+            "-c",
+            "import crypt; print(crypt.crypt('s3cret', crypt.mksalt(crypt.METHOD_BLOWFISH)))",
+        ])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    assert!(
+        hash.starts_with("$2"),
+        "python3's crypt makes bcrypt hashes here"
+    );
+    std::fs::write(dir.join("htpasswd"), format!("kiln:{}", hash.trim())).unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    std::fs::write(
+        dir.join("registry.yml"),
+        format!(
+            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {d}/data\nhttp:\n  addr: 127.0.0.1:{port}\nauth:\n  htpasswd:\n    realm: kiln-test\n    path: {d}/htpasswd\n",
+            d = dir.display()
+        ),
+    )
+    .unwrap();
+    let mut registry = Command::new("docker-registry")
+        .args(["serve", &dir.join("registry.yml").display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docker-registry (scripts/dev-env installs it)");
+    let t0 = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t0.elapsed().as_secs() < 20, "the registry did not start");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let reg = format!("127.0.0.1:{port}");
+    let image = format!("{reg}/private/base:1");
+    let cfg = dir.join("docker-config");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let docker = |args: &[&str]| {
+        let o = Command::new("docker")
+            .arg("--config")
+            .arg(&cfg)
+            .args(args)
+            .env("DOCKER_HOST", &host)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    docker(&["login", &reg, "-u", "kiln", "-p", "s3cret"]);
+    docker(&["tag", "kiln/busybox:latest", &image]);
+    docker(&["push", &image]);
+    docker(&["rmi", &image]);
+    std::fs::write(dir.join("Dockerfile"), format!("FROM {image}\n")).unwrap();
+    let cfg_s = cfg.display().to_string();
+    let o = kiln(
+        &dir,
+        &host,
+        &["preflight", "a"],
+        &[("DOCKER_CONFIG", cfg_s.as_str())],
+    );
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "with the login: {out}");
+    assert!(out.contains("1 available"), "{out}");
+    let nobody = dir.join("no-login");
+    std::fs::create_dir_all(&nobody).unwrap();
+    let nobody_s = nobody.display().to_string();
+    let o = kiln(
+        &dir,
+        &host,
+        &["preflight", "a"],
+        &[("DOCKER_CONFIG", nobody_s.as_str())],
+    );
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(3), "without a login: {out}");
+    assert!(out.contains("401") && out.contains("docker login"), "{out}");
+    // Records in the private registry, with the same login: built, then
+    // skipped by what the store there holds.
+    let store = format!("oci://{reg}/private/records");
+    let env = [
+        ("DOCKER_CONFIG", cfg_s.as_str()),
+        ("KILN_STORE", store.as_str()),
+    ];
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        "target \"a\" {\n  network = \"host\"\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!("FROM {image}\nRUN echo {port} > /p\n"),
+    )
+    .unwrap();
+    let o = build_json(&dir, &host, &["a"], &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(target(&summary(&o), "a")["status"], "built");
+    let o = build_json(&dir, &host, &["a"], &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(target(&summary(&o), "a")["status"], "skipped");
+    let _ = registry.kill();
+    let _ = registry.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An `ADD` of a URL without a checksum cannot be vouched for by a key:
 /// the target is built every time, and plan and build say why.
 #[test]
