@@ -14,9 +14,10 @@
 //! docker daemon treats those as insecure registries by default), HTTPS
 //! everywhere else. Proxies come from `HTTPS_PROXY`, `HTTP_PROXY`,
 //! `ALL_PROXY` and `NO_PROXY` (or their lower-case forms), which the HTTP
-//! client reads itself. Access is anonymous only: registries that
-//! hand out anonymous pull tokens (`WWW-Authenticate: Bearer`, as Docker Hub
-//! and most public registries do) work; anything that needs credentials is
+//! client reads itself. Credentials are the docker CLI's login for the
+//! registry (`kiln_store::credentials`), else none: registries that hand
+//! out anonymous pull tokens (`WWW-Authenticate: Bearer`, as Docker Hub and
+//! most public registries do) work without one; a registry that refuses is
 //! [`RegistryError::Auth`].
 //!
 //! Every resolution is bounded by one timeout for the whole operation (the
@@ -52,7 +53,7 @@ pub enum Resolution {
 /// Why a reference could not be resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    /// The registry or a proxy refused anonymous access (HTTP 401, 403 or
+    /// The registry or a proxy refused access (HTTP 401, 403 or
     /// 407). Some registries, Docker Hub among them, also answer 401 for a
     /// repository that does not exist, so that private ones stay hidden.
     #[error("registry {registry}: {detail}")]
@@ -235,7 +236,7 @@ impl Registry {
     ///
     /// A reference pinned by digest (`name@sha256:…`, also `name:tag@…`)
     /// returns that digest without a request. A tag is asked of its registry
-    /// anonymously (`HEAD`, then `GET` when the answer has no digest header);
+    /// (`HEAD`, then `GET` when the answer has no digest header);
     /// for a multi-platform image that is the index digest, which is what
     /// `FROM` pins. 5xx answers are retried twice (after 50 and 250 ms)
     /// within the timeout.

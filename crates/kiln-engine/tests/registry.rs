@@ -485,7 +485,7 @@ async fn unauthorized_and_forbidden_are_auth_errors_that_say_so() {
                 assert!(m.contains("proxy"), "{m}");
                 if code != 407 {
                     assert!(m.contains("authentication"), "{m}");
-                    assert!(m.contains("anonymously"), "{m}");
+                    assert!(m.contains("docker login"), "{m}");
                 }
                 assert!(m.contains(&reference), "{m}");
             }
