@@ -348,20 +348,40 @@ pub struct BuildxDriver {
 }
 
 /// Runs the docker CLI; its stdout, or stdout+stderr on failure.
-/// `env_clean` removes `DOCKER_HOST` and `DOCKER_CONTEXT`.
+/// `env_clean` removes `DOCKER_HOST` and `DOCKER_CONTEXT`. Bounded (four
+/// times the engine request bound, 120 s by default): a builder or engine
+/// that never answers is an error that says so, and the CLI is killed.
 async fn docker_output(
     docker: &std::path::Path,
     args: &[&str],
     env_clean: bool,
 ) -> Result<String, String> {
+    docker_output_within(docker, args, env_clean, crate::local::request_bound() * 4).await
+}
+
+async fn docker_output_within(
+    docker: &std::path::Path,
+    args: &[&str],
+    env_clean: bool,
+    bound: std::time::Duration,
+) -> Result<String, String> {
     let mut c = tokio::process::Command::new(docker);
-    c.args(args).stdin(std::process::Stdio::null());
+    c.args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
     if env_clean {
         c.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
     }
-    let o = c
-        .output()
+    let o = tokio::time::timeout(bound, c.output())
         .await
+        .map_err(|_| {
+            format!(
+                "`{} {}` did not finish within {}s (a builder or engine that does not answer? set KILN_ENGINE_TIMEOUT=SECONDS, a quarter of this bound, to wait longer)",
+                docker.display(),
+                args.join(" "),
+                bound.as_secs()
+            )
+        })?
         .map_err(|e| format!("cannot run {}: {e}", docker.display()))?;
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     if o.status.success() {
@@ -1006,6 +1026,24 @@ pub fn render(argv: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// A docker CLI call that never finishes is an error within its bound,
+    /// and the process is killed.
+    #[tokio::test]
+    async fn a_tool_call_that_never_finishes_is_bounded() {
+        let t0 = std::time::Instant::now();
+        let r = super::docker_output_within(
+            std::path::Path::new("sleep"),
+            &["30"],
+            false,
+            std::time::Duration::from_secs(1),
+        )
+        .await;
+        assert!(t0.elapsed().as_secs() < 10);
+        let e = r.unwrap_err();
+        assert!(e.contains("did not finish within 1s"), "{e}");
+    }
+
     use super::*;
     use kiln_plan::cache::{CacheSettings, CacheTarget, Driver, policy};
 
