@@ -260,6 +260,19 @@ struct Shared {
     /// Whether the store took the write probe (asked once, before the
     /// first build): `Err` says why not, and nothing is recorded.
     writable: tokio::sync::OnceCell<Result<(), String>>,
+    /// Keys the warm-up computed (`warm`), each with the upstream outputs
+    /// it assumed: the run takes one when its upstreams came out the same.
+    warmed: std::sync::OnceLock<HashMap<String, (Outputs, Keyed)>>,
+}
+
+/// The outputs of a target's upstreams a key was computed with.
+type Outputs = Vec<(String, Option<String>)>;
+
+fn upstream_outputs(spec: &BuildSpec, outputs: &HashMap<String, String>) -> Outputs {
+    spec.deps
+        .iter()
+        .map(|d| (d.clone(), outputs.get(d).cloned()))
+        .collect()
 }
 
 impl Shared {
@@ -403,6 +416,7 @@ pub async fn run(
         reporter: reporter.clone(),
         opts,
         writable: tokio::sync::OnceCell::new(),
+        warmed: std::sync::OnceLock::new(),
     });
     if shared.opts.require_store
         && let Err(why) = shared.writable().await
@@ -412,7 +426,8 @@ pub async fn run(
         )));
     }
     if !shared.fleet && !shared.opts.force {
-        warm(&shared.nodes[0], &shared.specs, &shared.opts).await;
+        let warmed = warm(&shared.nodes[0], &shared.specs, &shared.opts).await;
+        let _ = shared.warmed.set(warmed);
     }
     let specs = &shared.specs;
     let mut results: Vec<Option<TargetResult>> = vec![None; n];
@@ -842,12 +857,19 @@ fn choose_among(
 /// where much is recorded waits for one round of image lookups instead of
 /// one per level of the graph. It follows the records the way the run will
 /// (a hit's recorded image is its output for its dependents' keys) but
-/// decides nothing: the run still keys, looks up and locates every target
-/// itself, and what changes between here and there (a record that turns out
-/// stale, an image that is gone) is found then. Errors only end the guess.
-async fn warm(node: &Node, specs: &[BuildSpec], opts: &RunOptions) {
+/// decides nothing: the run still looks up and locates every target itself,
+/// and what changes between here and there (a record that turns out stale,
+/// an image that is gone) is found then. The keys it computes are returned
+/// with the upstream outputs each assumed: the run reuses a key only when
+/// the upstreams really came out that way. Errors only end the guess.
+async fn warm(
+    node: &Node,
+    specs: &[BuildSpec],
+    opts: &RunOptions,
+) -> HashMap<String, (Outputs, Keyed)> {
+    let mut warmed = HashMap::new();
     let Some(engine) = &node.engine else {
-        return;
+        return warmed;
     };
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut refs: Vec<String> = Vec::new();
@@ -863,6 +885,10 @@ async fn warm(node: &Node, specs: &[BuildSpec], opts: &RunOptions) {
         else {
             continue;
         };
+        warmed.insert(
+            spec.name.clone(),
+            (upstream_outputs(spec, &outputs), keyed.clone()),
+        );
         let Some(key) = keyed.key.filter(|_| keyed.volatile.is_empty()) else {
             continue;
         };
@@ -873,6 +899,7 @@ async fn warm(node: &Node, specs: &[BuildSpec], opts: &RunOptions) {
     }
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     engine.prefetch(&refs).await;
+    warmed
 }
 
 async fn store_call<T: Send + 'static>(
@@ -897,17 +924,29 @@ async fn process(
 ) -> (Result<Outcome, EngineError>, Option<Keyed>, Option<u32>) {
     let spec = &sh.specs[i];
     let node = &sh.nodes[k];
-    let keyed = match key_on(
-        &node.resolver,
-        spec,
-        &sh.specs,
-        outputs,
-        sh.opts.stat_cache.clone(),
-    )
-    .await
-    {
-        Ok(k) => k,
-        Err(e) => return (Err(e), None, None),
+    // The warm-up's key, when it assumed the outputs the upstreams have
+    // now (it keyed on node 0's resolver: single-engine runs only).
+    let warmed = sh
+        .warmed
+        .get()
+        .filter(|_| k == 0)
+        .and_then(|m| m.get(&spec.name))
+        .filter(|(assumed, _)| *assumed == upstream_outputs(spec, outputs))
+        .map(|(_, keyed)| keyed.clone());
+    let keyed = match warmed {
+        Some(keyed) => keyed,
+        None => match key_on(
+            &node.resolver,
+            spec,
+            &sh.specs,
+            outputs,
+            sh.opts.stat_cache.clone(),
+        )
+        .await
+        {
+            Ok(k) => k,
+            Err(e) => return (Err(e), None, None),
+        },
     };
     sh.reporter.event(&Event::Key {
         target: spec.name.clone(),
