@@ -263,6 +263,9 @@ struct Shared {
     /// Keys the warm-up computed (`warm`), each with the upstream outputs
     /// it assumed: the run takes one when its upstreams came out the same.
     warmed: std::sync::OnceLock<HashMap<String, (Outputs, Keyed)>>,
+    /// A lookup failed because the store did not answer: it is not asked
+    /// again in this run.
+    store_down: std::sync::atomic::AtomicBool,
 }
 
 /// The outputs of a target's upstreams a key was computed with.
@@ -417,6 +420,7 @@ pub async fn run(
         opts,
         writable: tokio::sync::OnceCell::new(),
         warmed: std::sync::OnceLock::new(),
+        store_down: std::sync::atomic::AtomicBool::new(false),
     });
     if shared.opts.require_store
         && let Err(why) = shared.writable().await
@@ -892,9 +896,15 @@ async fn warm(
         let Some(key) = keyed.key.filter(|_| keyed.volatile.is_empty()) else {
             continue;
         };
-        if let Ok(Lookup::Hit(entry)) = store_call(&opts.store, move |s| s.get(&key)).await {
-            refs.push(local_ref(&spec.name, &entry.record.image_id));
-            outputs.insert(spec.name.clone(), entry.record.image_id);
+        match store_call(&opts.store, move |s| s.get(&key)).await {
+            Ok(Lookup::Hit(entry)) => {
+                refs.push(local_ref(&spec.name, &entry.record.image_id));
+                outputs.insert(spec.name.clone(), entry.record.image_id);
+            }
+            Ok(_) => {}
+            // A store that does not answer: the run finds out (and says so)
+            // itself; the guess stops here rather than wait per target.
+            Err(_) => break,
         }
     }
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
@@ -1046,13 +1056,26 @@ async fn decide_and_build(
     if let Some(key) = keyed.key.clone().filter(|_| lookup) {
         let k = key.clone();
         // A store that cannot be read is a miss with a warning (the target
-        // builds), unless --require-store makes it the run's error.
-        let found = match store_call(&sh.opts.store, move |s| s.get(&k)).await {
-            Ok(l) => l,
-            Err(e) if sh.opts.require_store => return Err(e),
-            Err(e) => {
-                warn(format!("{e}; looked up as a miss, so it builds"));
-                Lookup::Miss
+        // builds), unless --require-store makes it the run's error. After
+        // the first such failure the store is not asked again in this run:
+        // one warning, and no timeout paid per target.
+        let found = if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) {
+            Lookup::Miss
+        } else {
+            match store_call(&sh.opts.store, move |s| s.get(&k)).await {
+                Ok(l) => l,
+                Err(e) if sh.opts.require_store => return Err(e),
+                Err(e) => {
+                    if !sh
+                        .store_down
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                    {
+                        warn(format!(
+                            "{e}; the store is not asked again in this run: every target is looked up as a miss, so it builds"
+                        ));
+                    }
+                    Lookup::Miss
+                }
             }
         };
         match found {

@@ -1078,22 +1078,27 @@ fn a_store_that_does_not_answer_is_a_miss_with_a_warning() {
     let dir = workspace(&[
         (
             "docker-bake.hcl",
-            "target \"one\" {\n  network = \"host\"\n}\n",
+            "target \"one\" {\n  network = \"host\"\n}\ntarget \"two\" {\n  network = \"host\"\n  contexts = { one = \"target:one\" }\n  dockerfile = \"Dockerfile.two\"\n}\n",
         ),
         (
             "Dockerfile",
             "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
         ),
+        ("Dockerfile.two", "FROM one\nRUN cat /a.txt\n"),
         ("a.txt", "a\n"),
     ]);
     touch_unique(&dir.join("a.txt"), "dead store");
     let store = format!("webdav://127.0.0.1:{dead}/kiln?timeout=5");
     let env = [("KILN_STORE", store.as_str())];
-    let o = build_json(&dir, &host, &["one"], &env);
+    let o = build_json(&dir, &host, &["two"], &env);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{err}");
-    assert_eq!(target(&summary(&o), "one")["status"], "built");
-    assert!(err.contains("looked up as a miss, so it builds"), "{err}");
+    let s = summary(&o);
+    assert_eq!(target(&s, "one")["status"], "built", "{s}");
+    assert_eq!(target(&s, "two")["status"], "built", "{s}");
+    // Said once for the run, not once per target.
+    assert_eq!(err.matches("looked up as a miss").count(), 1, "{err}");
+    assert!(err.contains("not asked again in this run"), "{err}");
     assert!(
         err.contains("nothing built in this run will be recorded"),
         "{err}"
@@ -1102,7 +1107,7 @@ fn a_store_that_does_not_answer_is_a_miss_with_a_warning() {
         err.contains(&format!("127.0.0.1:{dead}")) && err.contains("cannot connect"),
         "{err}"
     );
-    let o = build_json(&dir, &host, &["one", "--require-store"], &env);
+    let o = build_json(&dir, &host, &["two", "--require-store"], &env);
     assert_eq!(
         o.status.code(),
         Some(3),
