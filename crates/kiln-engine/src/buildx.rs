@@ -356,7 +356,8 @@ async fn docker_output(
     args: &[&str],
     env_clean: bool,
 ) -> Result<String, String> {
-    docker_output_within(docker, args, env_clean, crate::local::request_bound() * 4).await
+    let bound = crate::local::request_bound().saturating_mul(4);
+    docker_output_within(docker, args, env_clean, bound).await
 }
 
 async fn docker_output_within(
@@ -779,8 +780,11 @@ impl BuildxDriver {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
+            .process_group(0)
             .spawn()
             .map_err(|e| EngineError::Tool(format!("cannot run {}: {e}", argv[0])))?;
+        // The CLI and the buildx plugin it runs stop together.
+        let _group = crate::children::Group::new(child.id());
         let mut log = crate::driver::LogFile::create(req.log);
         let mut tracker = crate::steps::StepTracker::new(&spec.name);
         let mut raw = crate::steps::RawJsonParser::default();

@@ -152,6 +152,7 @@ pub async fn build(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
+        .process_group(0)
         .spawn()
         .map_err(|e| {
             EngineError::Input(format!(
@@ -159,6 +160,8 @@ pub async fn build(
                 endpoint.docker_cli.display()
             ))
         })?;
+    // The CLI and the buildx plugin it runs stop together (crate::children).
+    let _group = crate::children::Group::new(child.id());
     let mut tracker = StepTracker::new(&spec.name);
     let mut parser = PlainParser::default();
     let mut tail = crate::steps::ClientTail::default();

@@ -10,6 +10,7 @@
 //! plan's job); print anything itself (events go to a [`events::Reporter`]).
 
 pub mod buildx;
+pub mod children;
 pub mod context;
 pub mod docker_cli;
 pub mod driver;

@@ -1182,8 +1182,9 @@ fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
                 .filter(|n| n.starts_with(&format!("kiln-{pid}-")))
                 .collect()
         };
-        // kiln's children now (the docker CLI running the build).
-        let children = |parent: u32| -> Vec<u32> {
+        // kiln's descendants now: the docker CLI running the build and
+        // the buildx plugin it runs.
+        let parents = || -> Vec<(u32, u32)> {
             std::fs::read_dir("/proc")
                 .unwrap()
                 .flatten()
@@ -1197,12 +1198,25 @@ fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
                         .nth(1)?
                         .parse()
                         .ok()?;
-                    (ppid == parent).then_some(p)
+                    Some((p, ppid))
                 })
                 .collect()
         };
-        let kids = children(pid);
+        let descendants = |root: u32| -> Vec<u32> {
+            let all = parents();
+            let mut out = vec![root];
+            let mut i = 0;
+            while i < out.len() {
+                let p = out[i];
+                out.extend(all.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+                i += 1;
+            }
+            out.remove(0);
+            out
+        };
+        let kids = descendants(pid);
         assert!(!kids.is_empty(), "kiln runs the build through a child");
+        assert!(!temps().is_empty(), "the build has its temporary directory");
         let t1 = std::time::Instant::now();
         let k = Command::new("kill")
             .args([&format!("-{signal}"), &pid.to_string()])
@@ -1220,7 +1234,8 @@ fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
             "temporary directories left: {:?}",
             temps()
         );
-        // No child of kiln is left running.
+        // Nothing kiln started is left running (the CLI, its plugin), and
+        // the RUN step stops with the build's session.
         std::thread::sleep(std::time::Duration::from_millis(500));
         let alive = |p: &u32| {
             std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
@@ -1233,6 +1248,15 @@ fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
         };
         let left: Vec<&u32> = kids.iter().filter(|p| alive(p)).collect();
         assert!(left.is_empty(), "left running: {left:?}");
+        let t2 = std::time::Instant::now();
+        while t2.elapsed().as_secs() < 20 && !ours(&step).is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert!(
+            ours(&step).is_empty(),
+            "the RUN step still runs: {:?}",
+            ours(&step)
+        );
         assert!(
             !dir.join(".kiln/store/records-v1").exists(),
             "nothing recorded"

@@ -436,6 +436,9 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let result = match result {
         Ok(r) => r,
         Err(code) => {
+            // The build process groups first (the CLI and its buildx
+            // plugin), then the tasks.
+            kiln_engine::children::terminate_all(std::time::Duration::from_secs(5));
             rt.shutdown_timeout(std::time::Duration::from_secs(10));
             let _ = stat_cache.save(&s.store.stat_cache);
             return Err(CliError {
