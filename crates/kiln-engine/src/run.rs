@@ -266,6 +266,10 @@ struct Shared {
     /// A lookup failed because the store did not answer: it is not asked
     /// again in this run.
     store_down: std::sync::atomic::AtomicBool,
+    /// A build or a pull has started: from then on the warm-up's keys are
+    /// not reused (time has passed since it hashed the files, and files
+    /// edited meanwhile must be keyed as they are).
+    busy: std::sync::atomic::AtomicBool,
 }
 
 /// The outputs of a target's upstreams a key was computed with.
@@ -421,6 +425,7 @@ pub async fn run(
         writable: tokio::sync::OnceCell::new(),
         warmed: std::sync::OnceLock::new(),
         store_down: std::sync::atomic::AtomicBool::new(false),
+        busy: std::sync::atomic::AtomicBool::new(false),
     });
     if shared.opts.require_store
         && let Err(why) = shared.writable().await
@@ -935,11 +940,12 @@ async fn process(
     let spec = &sh.specs[i];
     let node = &sh.nodes[k];
     // The warm-up's key, when it assumed the outputs the upstreams have
-    // now (it keyed on node 0's resolver: single-engine runs only).
+    // now and nothing has been built or pulled since (it keyed on node 0's
+    // resolver: single-engine runs only).
     let warmed = sh
         .warmed
         .get()
-        .filter(|_| k == 0)
+        .filter(|_| k == 0 && !sh.busy.load(std::sync::atomic::Ordering::Relaxed))
         .and_then(|m| m.get(&spec.name))
         .filter(|(assumed, _)| *assumed == upstream_outputs(spec, outputs))
         .map(|(_, keyed)| keyed.clone());
@@ -1085,6 +1091,11 @@ async fn decide_and_build(
                 let located =
                     crate::keys::locate(node.engine.as_ref(), &node.resolver, &spec.name, &rec)
                         .await;
+                if matches!(located, Located::Registry(_)) && node.engine.is_some() {
+                    // A pull takes time: the warm-up's keys are not reused
+                    // after it.
+                    sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 match &located {
                     Located::Engine {
                         source,
@@ -1143,6 +1154,7 @@ async fn decide_and_build(
             Lookup::Miss => {}
         }
     }
+    sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
     // Before the first build of the run: can what is built be recorded?
     // Said once; a run that builds nothing never asks.
     let recordable = sh.writable().await.is_ok();
