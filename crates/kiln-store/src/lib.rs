@@ -196,7 +196,8 @@ pub fn open(
     }
     if let Some(why) = mistyped(location) {
         return Err(StoreError::Invalid(format!(
-            "record store location {location:?} {why}; {FORMS}"
+            "record store location {:?} {why}; {FORMS}",
+            redact(location)
         )));
     }
     if let Some((scheme, _)) = location.split_once("://") {
@@ -212,11 +213,27 @@ pub fn open(
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
         {
             return Err(StoreError::Invalid(format!(
-                "record store location {location:?}: unsupported scheme {scheme:?}; {FORMS}"
+                "record store location {:?}: unsupported scheme {scheme:?}; {FORMS}",
+                redact(location)
             )));
         }
     }
     Ok(Box::new(FsStore::new(project_dir.join(location))))
+}
+
+/// `location` with any `user:password@` replaced by `***@`: a location is
+/// printed in messages and logs, and a password must never be.
+pub(crate) fn redact(location: &str) -> String {
+    match location.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+                None => location.to_string(),
+            }
+        }
+        None => location.to_string(),
+    }
 }
 
 /// The schemes a store location may have.
@@ -293,6 +310,20 @@ mod tests {
         // A directory that only looks like a registry, said so.
         let s = open("./127.0.0.1:5000/records", dir).unwrap();
         assert_eq!(s.location(), "/project/./127.0.0.1:5000/records");
+    }
+
+    #[test]
+    fn passwords_in_locations_never_reach_a_message() {
+        assert_eq!(redact("webdav://u:p@h:1/x"), "webdav://***@h:1/x");
+        assert_eq!(redact("s3://bucket/a@b"), "s3://bucket/a@b");
+        for l in [
+            "webdav://kiln:s3cret@h/x",
+            "gs://kiln:s3cret@h/x",
+            "oci://kiln:s3cret@h/x",
+        ] {
+            let m = invalid(l);
+            assert!(!m.contains("s3cret"), "{m}");
+        }
     }
 
     #[test]

@@ -106,7 +106,10 @@ pub(crate) struct OciLocation {
 impl OciLocation {
     pub(crate) fn parse(s: &str) -> Result<OciLocation, StoreError> {
         let bad = |why: String| {
-            StoreError::Invalid(format!("registry location {s:?}: {why}; {EXPECTED}"))
+            StoreError::Invalid(format!(
+                "registry location {:?}: {why}; {EXPECTED}",
+                crate::redact(s)
+            ))
         };
         let rest = s
             .get(..6)
@@ -120,6 +123,11 @@ impl OciLocation {
         let (authority, repository) = rest
             .split_once('/')
             .ok_or_else(|| bad("there is no repository after the host".into()))?;
+        if authority.contains('@') {
+            return Err(bad(
+                "credentials do not belong in the location (it is printed in logs); kiln uses the docker CLI's login (`docker login HOST`)".into(),
+            ));
+        }
         let host = check_authority(authority).map_err(bad)?;
         check_repository(repository).map_err(bad)?;
         let mut insecure = is_loopback(host);

@@ -45,8 +45,12 @@ pub(crate) struct S3Location {
 
 impl S3Location {
     pub(crate) fn parse(s: &str) -> Result<S3Location, StoreError> {
-        let bad =
-            |why: String| StoreError::Invalid(format!("S3 location {s:?}: {why}; {EXPECTED}"));
+        let bad = |why: String| {
+            StoreError::Invalid(format!(
+                "S3 location {:?}: {why}; {EXPECTED}",
+                crate::redact(s)
+            ))
+        };
         let rest = s
             .get(..5)
             .filter(|p| p.eq_ignore_ascii_case("s3://"))
@@ -265,7 +269,7 @@ impl S3Store {
         // Messages name the endpoint too when it is not AWS's: which server
         // did not answer matters as much as which bucket.
         let shown = match &aws.endpoint {
-            Some(e) => format!("{} (endpoint {e})", loc.display()),
+            Some(e) => format!("{} (endpoint {})", loc.display(), crate::redact(e)),
             None => loc.display(),
         };
         let http = Http::new(shown, loc.timeout)?;

@@ -38,8 +38,12 @@ pub(crate) struct DavLocation {
 
 impl DavLocation {
     pub(crate) fn parse(s: &str) -> Result<DavLocation, StoreError> {
-        let bad =
-            |why: String| StoreError::Invalid(format!("WebDAV location {s:?}: {why}; {EXPECTED}"));
+        let bad = |why: String| {
+            StoreError::Invalid(format!(
+                "WebDAV location {:?}: {why}; {EXPECTED}",
+                crate::redact(s)
+            ))
+        };
         let (scheme, rest) = s
             .split_once("://")
             .ok_or_else(|| bad("it does not start with webdav:// or webdavs://".into()))?;
@@ -79,8 +83,9 @@ impl DavLocation {
             .host_str()
             .ok_or_else(|| bad("no host".into()))?
             .to_string();
-        let timeout = timeout_option(query, EXPECTED)
-            .map_err(|e| StoreError::Invalid(format!("WebDAV location {s:?}: {e}")))?;
+        let timeout = timeout_option(query, EXPECTED).map_err(|e| {
+            StoreError::Invalid(format!("WebDAV location {:?}: {e}", crate::redact(s)))
+        })?;
         Ok(DavLocation {
             base,
             host,
