@@ -11,8 +11,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::objects::{self, Objects, Read};
-use crate::{Lookup, PutOutcome, Record, RecordStore, StoreError};
+use crate::StoreError;
+use crate::objects::{Objects, Read};
 
 /// A record store in a local directory.
 #[derive(Clone, Debug)]
@@ -80,6 +80,10 @@ fn sweep(dir: &Path) {
 }
 
 impl Objects for FsStore {
+    fn shown(&self) -> String {
+        self.root.display().to_string()
+    }
+
     fn read(&self, name: &str) -> Result<Read, StoreError> {
         let path = self.path(name);
         match std::fs::read(&path) {
@@ -118,37 +122,11 @@ impl Objects for FsStore {
     }
 }
 
-impl RecordStore for FsStore {
-    fn get(&self, key: &str) -> Result<Lookup, StoreError> {
-        objects::get(self, key)
-    }
-
-    fn put(
-        &self,
-        record: &Record,
-        inputs: &serde_json::Value,
-        force: bool,
-    ) -> Result<PutOutcome, StoreError> {
-        objects::put(self, record, inputs, force)
-    }
-
-    fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
-        objects::latest(self, target)
-    }
-
-    fn probe_write(&self) -> Result<(), StoreError> {
-        objects::probe(self)
-    }
-
-    fn location(&self) -> String {
-        self.root.display().to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FORMAT, digest, payload_bytes};
+    use crate::objects;
+    use crate::{FORMAT, Lookup, PutOutcome, Record, RecordStore, digest, payload_bytes};
     use std::sync::Arc;
 
     fn dir() -> PathBuf {

@@ -13,7 +13,9 @@
 //! The primitives and names are public for tests and tools that need to
 //! reach under the protocol (the fault matrix damages objects with them).
 
-use crate::{Entry, FORMAT, Lookup, PutOutcome, Record, StoreError, digest, payload_bytes};
+use crate::{
+    Entry, FORMAT, Lookup, PutOutcome, Record, RecordStore, StoreError, digest, payload_bytes,
+};
 
 /// What reading one object found.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub enum Read {
 /// A namespace of objects with the three primitives the protocol needs.
 /// Names are `/`-separated relative paths made of `[A-Za-z0-9._-]`.
 pub trait Objects: Send + Sync {
+    /// Where the objects are, for messages (the store's location).
+    fn shown(&self) -> String;
     fn read(&self, name: &str) -> Result<Read, StoreError>;
     /// Makes `bytes` appear at `name` atomically, only if nothing is there:
     /// `true` when this call created it.
@@ -241,4 +245,32 @@ pub(crate) fn latest(o: &dyn Objects, target: &str) -> Result<Lookup, StoreError
 /// reads but refuses writes is found before anything is built.
 pub(crate) fn probe(o: &dyn Objects) -> Result<(), StoreError> {
     o.replace(PROBE_NAME, b"kiln write probe\n")
+}
+
+/// Every store of objects keeps records by the one protocol above.
+impl<T: Objects> RecordStore for T {
+    fn get(&self, key: &str) -> Result<Lookup, StoreError> {
+        get(self, key)
+    }
+
+    fn put(
+        &self,
+        record: &Record,
+        inputs: &serde_json::Value,
+        force: bool,
+    ) -> Result<PutOutcome, StoreError> {
+        put(self, record, inputs, force)
+    }
+
+    fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
+        latest(self, target)
+    }
+
+    fn probe_write(&self) -> Result<(), StoreError> {
+        probe(self)
+    }
+
+    fn location(&self) -> String {
+        self.shown()
+    }
 }

@@ -27,9 +27,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::StoreError;
 use crate::http::{Http, send, timeout_option, unexpected};
-use crate::objects::{self, Objects, Read};
-use crate::{Lookup, PutOutcome, Record, RecordStore, StoreError};
+use crate::objects::{Objects, Read};
 
 const EXPECTED: &str = "expected s3://BUCKET[/PREFIX][?timeout=SECONDS], e.g. s3://ci-cache/kiln (endpoint, region and credentials come from the AWS_* environment or ~/.aws)";
 const CREDENTIALS: &str = "kiln reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or the AWS_PROFILE profile of ~/.aws/credentials";
@@ -457,6 +457,10 @@ impl Inner {
 }
 
 impl Objects for S3Store {
+    fn shown(&self) -> String {
+        self.http.location.clone()
+    }
+
     fn read(&self, name: &str) -> Result<Read, StoreError> {
         let name = name.to_string();
         self.run(|i| async move { i.get(&name).await })
@@ -475,33 +479,6 @@ impl Objects for S3Store {
     fn exists(&self, name: &str) -> Result<bool, StoreError> {
         let name = name.to_string();
         self.run(|i| async move { i.head(&name).await })
-    }
-}
-
-impl RecordStore for S3Store {
-    fn get(&self, key: &str) -> Result<Lookup, StoreError> {
-        objects::get(self, key)
-    }
-
-    fn put(
-        &self,
-        record: &Record,
-        inputs: &serde_json::Value,
-        force: bool,
-    ) -> Result<PutOutcome, StoreError> {
-        objects::put(self, record, inputs, force)
-    }
-
-    fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
-        objects::latest(self, target)
-    }
-
-    fn probe_write(&self) -> Result<(), StoreError> {
-        objects::probe(self)
-    }
-
-    fn location(&self) -> String {
-        self.http.location.clone()
     }
 }
 

@@ -18,9 +18,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::StoreError;
 use crate::http::{Http, send, timeout_option, unexpected};
-use crate::objects::{self, Objects, Read};
-use crate::{Lookup, PutOutcome, Record, RecordStore, StoreError};
+use crate::objects::{Objects, Read};
 
 const EXPECTED: &str = "expected webdav://HOST[:PORT]/PATH or webdavs://HOST[:PORT]/PATH[?timeout=SECONDS], e.g. webdav://cache.internal:8080/kiln (credentials come from KILN_WEBDAV_* or ~/.netrc)";
 const CREDENTIALS: &str =
@@ -355,6 +355,10 @@ impl Inner {
 }
 
 impl Objects for DavStore {
+    fn shown(&self) -> String {
+        self.http.location.clone()
+    }
+
     fn read(&self, name: &str) -> Result<Read, StoreError> {
         let name = name.to_string();
         self.run(|i| async move { i.get(&name).await })
@@ -373,33 +377,6 @@ impl Objects for DavStore {
     fn exists(&self, name: &str) -> Result<bool, StoreError> {
         let name = name.to_string();
         self.run(|i| async move { i.head(&name).await })
-    }
-}
-
-impl RecordStore for DavStore {
-    fn get(&self, key: &str) -> Result<Lookup, StoreError> {
-        objects::get(self, key)
-    }
-
-    fn put(
-        &self,
-        record: &Record,
-        inputs: &serde_json::Value,
-        force: bool,
-    ) -> Result<PutOutcome, StoreError> {
-        objects::put(self, record, inputs, force)
-    }
-
-    fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
-        objects::latest(self, target)
-    }
-
-    fn probe_write(&self) -> Result<(), StoreError> {
-        objects::probe(self)
-    }
-
-    fn location(&self) -> String {
-        self.http.location.clone()
     }
 }
 
