@@ -321,7 +321,7 @@ pub(crate) async fn finish(
         for t in &spec.tags {
             let digest = match &pushed_digest {
                 Some(d) => d.clone(),
-                None => engine.push(t).await?,
+                None => engine.push(t, &spec.name, reporter).await?,
             };
             reporter.event(&Event::Pushed {
                 target: spec.name.clone(),

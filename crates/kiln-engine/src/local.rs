@@ -339,8 +339,38 @@ impl LocalEngine {
         Ok(())
     }
 
-    /// Pushes `reference`; returns the registry digest.
-    pub async fn push(&self, reference: &str) -> Result<String, EngineError> {
+    /// Pushes `reference`; returns the registry digest. A push the
+    /// registry fails with a 5xx answer, or whose connection breaks, is
+    /// tried again after 1 s and 3 s: a push is idempotent, and a
+    /// distribution registry on its filesystem driver answers 500 to a tag
+    /// read that races another writer of the same tag.
+    pub async fn push(
+        &self,
+        reference: &str,
+        target: &str,
+        reporter: &dyn Reporter,
+    ) -> Result<String, EngineError> {
+        let mut delays = [1u64, 3].into_iter();
+        loop {
+            match self.push_once(reference).await {
+                Err(EngineError::Build(m)) if transient_registry_failure(&m) => {
+                    match delays.next() {
+                        Some(s) => {
+                            reporter.event(&crate::events::Event::Warning {
+                                target: target.to_string(),
+                                message: format!("{m}; trying the push again in {s} s"),
+                            });
+                            tokio::time::sleep(std::time::Duration::from_secs(s)).await;
+                        }
+                        None => return Err(EngineError::Build(m)),
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn push_once(&self, reference: &str) -> Result<String, EngineError> {
         let (repo, tag) = split_reference(reference);
         let opts = PushImageOptionsBuilder::default().tag(&tag).build();
         let mut s = self.docker.push_image(&repo, Some(opts), None);
@@ -586,9 +616,42 @@ mod explain_tests {
     }
 }
 
+/// Whether a failed push's message says the registry failed in a way that
+/// another try may not: a 5xx answer (not 501) or a broken connection.
+fn transient_registry_failure(msg: &str) -> bool {
+    let server = (500..=599)
+        .filter(|c| *c != 501)
+        .any(|c| msg.contains(&format!(": {c} ")) || msg.ends_with(&format!(": {c}")));
+    server
+        || msg.contains("connection reset by peer")
+        || msg.contains("broken pipe")
+        || msg.contains("unexpected EOF")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transient_push_failures_are_told_from_lasting_ones() {
+        for m in [
+            "pushing r:1: unexpected status from HEAD request to http://127.0.0.1:5001/v2/twin/r/manifests/1: 500 Internal Server Error",
+            "pushing r:1: received unexpected HTTP status: 503 Service Unavailable",
+            "pushing r:1: Put \"http://h/v2/r/blobs/uploads/x\": write tcp 127.0.0.1:1->127.0.0.1:2: write: connection reset by peer",
+            "pushing r:1: unexpected EOF",
+        ] {
+            assert!(transient_registry_failure(m), "{m}");
+        }
+        for m in [
+            "pushing r:1: unauthorized: authentication required",
+            "pushing r:1: denied: requested access to the resource is denied",
+            "pushing r:1: received unexpected HTTP status: 501 Not Implemented",
+            "pushing r:1: Get \"http://h/v2/\": dial tcp 127.0.0.1:9: connect: connection refused",
+            "pushing r:1: tag does not exist: r:1",
+        ] {
+            assert!(!transient_registry_failure(m), "{m}");
+        }
+    }
 
     #[test]
     fn references_split_at_the_tag_not_the_port() {

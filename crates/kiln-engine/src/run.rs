@@ -1290,7 +1290,7 @@ async fn adopt(
             };
             let digest = match (current, &node.engine) {
                 (Some(d), _) => d,
-                (None, Some(engine)) => engine.push(t).await?,
+                (None, Some(engine)) => engine.push(t, &spec.name, sh.reporter.as_ref()).await?,
                 // No engine: the tag is pointed at the recorded image in
                 // the registry itself.
                 (None, None) => {

@@ -277,6 +277,17 @@ pub mod e2e {
         assert!(st.success());
         // Records and stat cache of earlier runs in the repository's copy stay out.
         let _ = std::fs::remove_dir_all(dst.join(".kiln"));
+        // Each copy pushes to its own namespace of the shared registry:
+        // tests running side by side never write the same tags.
+        let bake = dst.join("docker-bake.hcl");
+        let text = std::fs::read_to_string(&bake).unwrap();
+        let own = format!(
+            "default     = \"{}\"",
+            dst.file_name().unwrap().to_string_lossy()
+        );
+        let renamed = text.replacen("default     = \"twin\"", &own, 1);
+        assert_ne!(renamed, text, "the twin's REGISTRY_NAME default moved");
+        std::fs::write(&bake, renamed).unwrap();
         dst
     }
 
