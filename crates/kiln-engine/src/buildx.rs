@@ -263,6 +263,8 @@ pub struct Inspected {
     pub buildkit: Option<String>,
     /// The first node's platforms, the native one first.
     pub platforms: Vec<String>,
+    /// How many nodes the builder has (one `Endpoint:` each).
+    pub nodes: usize,
 }
 
 impl Inspected {
@@ -292,6 +294,14 @@ impl Inspected {
                 .or_else(|| field("Buildkit"))
                 .filter(|e| !e.is_empty()),
             platforms,
+            nodes: text
+                .lines()
+                .filter(|l| {
+                    l.split_once(':')
+                        .is_some_and(|(k, _)| k.trim() == "Endpoint")
+                })
+                .count()
+                .max(1),
         })
     }
 
@@ -672,6 +682,48 @@ impl BuildxDriver {
             .copied()
     }
 
+    /// A multi-platform target is one solve whose image is an index:
+    /// it must be pushed (no engine holds it for kiln to find), the
+    /// builder must hold an index (not the classic image store) and be one
+    /// node (nodes would solve platforms apart and overwrite the one cache
+    /// ref).
+    fn check_multi_platform(&self, s: &BuildSpec) -> Result<(), EngineError> {
+        let list = s.platforms.join(",");
+        if !s.push || s.tags.is_empty() {
+            return Err(EngineError::Input(format!(
+                "target {}: {} platforms ({list}) make an image index, which kiln finds in a registry only, but the target pushes nowhere; give it a tag and build with --push (or --set {}.output=type=registry), or build one platform with --set {}.platform=...",
+                s.name,
+                s.platforms.len(),
+                s.name,
+                s.name
+            )));
+        }
+        if self
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.image_store == crate::local::ImageStore::Classic)
+        {
+            return Err(EngineError::Input(format!(
+                "target {}: {} platforms ({list}) on buildx builder {}, a docker driver on an engine with the classic image store, which cannot hold an image index; enable the containerd image store (\"features\": {{\"containerd-snapshotter\": true}} in daemon.json), use a docker-container or remote builder, or build one platform with --set {}.platform=...",
+                s.name,
+                s.platforms.len(),
+                self.builder.name,
+                s.name
+            )));
+        }
+        if self.inspected.nodes > 1 {
+            return Err(EngineError::Input(format!(
+                "target {}: {} platforms ({list}) on buildx builder {}, which has {} nodes: buildx would solve the platforms on separate nodes, each overwriting the target's one cache ref; use a builder with one node for it, or build one platform per target with --set {}.platform=...",
+                s.name,
+                s.platforms.len(),
+                self.builder.name,
+                self.inspected.nodes,
+                s.name
+            )));
+        }
+        Ok(())
+    }
+
     /// What kiln learned of the builder (for `kiln fleet`).
     pub async fn facts(&self) -> Result<BuilderFacts, EngineError> {
         let v = self.version().await?;
@@ -854,7 +906,9 @@ impl BuildxDriver {
             cache: tracker.cache_ops(),
         };
         match &self.engine {
-            Some(engine) => {
+            // A multi-platform image is an index, identified in the
+            // registry whatever the builder keeps.
+            Some(engine) if !spec.multi_platform() => {
                 crate::driver::finish(
                     engine,
                     spec,
@@ -865,7 +919,7 @@ impl BuildxDriver {
                 )
                 .await
             }
-            None => {
+            _ => {
                 let digest = digest.unwrap_or_default();
                 self.finish_in_registry(spec, built, &digest, req.reporter)
                     .await
@@ -873,9 +927,10 @@ impl BuildxDriver {
         }
     }
 
-    /// After a build on a builder that keeps no image: its identity read
-    /// from the config blob of what it pushed (`repo@digest`), every tag
-    /// reported as pushed at that digest (buildx pushes them all).
+    /// After a build on a builder that keeps no image, or of several
+    /// platforms: its identity read from the config blob of what it pushed
+    /// (`repo@digest`; of each platform's, combined, for several), every
+    /// tag reported as pushed at that digest (buildx pushes them all).
     async fn finish_in_registry(
         &self,
         spec: &BuildSpec,
@@ -884,25 +939,32 @@ impl BuildxDriver {
         reporter: &dyn crate::events::Reporter,
     ) -> BuildOutcome {
         let at = format!("{}@{digest}", kiln_plan::repository_name(&spec.tags[0]));
-        let platform = spec
-            .platforms
-            .first()
-            .cloned()
-            .unwrap_or_else(|| self.native_platform());
-        built.image_id = match self.registry.identity(&at, &platform).await {
-            Ok(Some(id)) => id,
-            Ok(None) => {
-                return Err(EngineError::Build(format!(
-                    "target {}: buildx pushed {at}, but the registry holds no {platform} image config there to identify it by",
-                    spec.name
-                )));
+        let platforms = if spec.platforms.is_empty() {
+            vec![self.native_platform()]
+        } else {
+            spec.platforms.clone()
+        };
+        let mut ids = Vec::new();
+        for platform in &platforms {
+            match self.registry.identity(&at, platform).await {
+                Ok(Some(id)) => ids.push(id),
+                Ok(None) => {
+                    return Err(EngineError::Build(format!(
+                        "target {}: buildx pushed {at}, but the registry holds no {platform} image config there to identify it by",
+                        spec.name
+                    )));
+                }
+                Err(e) => {
+                    return Err(EngineError::Build(format!(
+                        "target {}: buildx pushed {at}, but reading it back failed ({e})",
+                        spec.name
+                    )));
+                }
             }
-            Err(e) => {
-                return Err(EngineError::Build(format!(
-                    "target {}: buildx pushed {at}, but reading it back failed ({e})",
-                    spec.name
-                )));
-            }
+        }
+        built.image_id = match ids.as_slice() {
+            [one] => one.clone(),
+            _ => crate::identity::composite(&ids),
         };
         let mut pushed = Vec::new();
         for t in &spec.tags {
@@ -960,13 +1022,8 @@ impl crate::driver::Driver for BuildxDriver {
 
     fn check(&self, specs: &[BuildSpec]) -> Result<(), EngineError> {
         for s in specs {
-            if s.platforms.len() > 1 {
-                return Err(EngineError::Input(format!(
-                    "target {}: {} platforms in one target; kiln's buildx driver records one image per target so far, so build them separately with --set {}.platform=...",
-                    s.name,
-                    s.platforms.len(),
-                    s.name
-                )));
+            if s.multi_platform() {
+                self.check_multi_platform(s)?;
             }
             if self.engine.is_none() && (!s.push || s.tags.is_empty()) {
                 return Err(EngineError::Input(registry_only_needs_push(
@@ -1111,9 +1168,13 @@ mod tests {
                 status: Some("running".into()),
                 buildkit: Some("v0.0.0+unknown".into()),
                 platforms: vec!["linux/amd64".into()],
+                nodes: 1,
             })
         );
         assert!(Inspected::parse(docker).unwrap().keeps_images());
+        // An appended node is counted (one `Endpoint:` each).
+        let two = "Name: b\nDriver: docker-container\n\nNodes:\nName: b0\nEndpoint: unix:///a.sock\nStatus: running\nPlatforms: linux/amd64\n\nName: b1\nEndpoint: ssh://arm\nStatus: running\nPlatforms: linux/arm64\n";
+        assert_eq!(Inspected::parse(two).unwrap().nodes, 2);
         let remote = "Name:          kiln-remote\nDriver:        remote\nLast Activity: 2026-12-02 03:02:37 +0000 UTC\n\nNodes:\nName:             kiln-remote0\nEndpoint:         unix:///w/.kiln/dev-env/buildkit.sock\nStatus:           running\nBuildKit version: v0.13.2\nPlatforms:        linux/amd64*, linux/amd64/v2, linux/amd64/v3\nLabels:\n org.mobyproject.buildkit.worker.executor:             containerd\n";
         let r = Inspected::parse(remote).unwrap();
         assert_eq!(r.driver, "remote");

@@ -82,6 +82,21 @@ pub fn identity(
     format!("sha256:{}", sha256_hex(text.as_bytes()))
 }
 
+/// The identity of a multi-platform image from the identities of its
+/// platforms (each already names its os, architecture and variant): the
+/// SHA-256 of their sorted list, so the order of an index's entries, its
+/// attestations and the manifests' encoding never change it.
+pub fn composite(platform_ids: &[String]) -> String {
+    let mut ids = platform_ids.to_vec();
+    ids.sort();
+    ids.dedup();
+    let text = Value::from(ids).to_string();
+    format!(
+        "sha256:{}",
+        sha256_hex(format!("multi-platform:{text}").as_bytes())
+    )
+}
+
 /// The identity of an image from its config blob (a registry's, or an
 /// OCI layout's): `os`, `architecture`, `variant`, `config`,
 /// `rootfs.diff_ids`. `None` when it is not an image config.
@@ -172,6 +187,20 @@ mod tests {
         let a = identity("linux", "amd64", None, &inspect_config, &ids());
         assert_eq!(Some(a.clone()), from_config_blob(&blob));
         assert!(a.starts_with("sha256:") && a.len() == 71, "{a}");
+    }
+
+    #[test]
+    fn a_multi_platform_identity_is_its_platforms_in_any_order() {
+        let amd = identity("linux", "amd64", None, &json!({}), &ids());
+        let arm = identity("linux", "arm64", Some("v8"), &json!({}), &ids());
+        let both = composite(&[amd.clone(), arm.clone()]);
+        assert_eq!(both, composite(&[arm.clone(), amd.clone()]));
+        assert!(both.starts_with("sha256:") && both.len() == 71, "{both}");
+        // Neither platform alone, and a changed platform changes it.
+        assert_ne!(both, amd);
+        assert_ne!(both, composite(std::slice::from_ref(&amd)));
+        let arm2 = identity("linux", "arm64", Some("v8"), &json!({"User": "1"}), &ids());
+        assert_ne!(both, composite(&[amd, arm2]));
     }
 
     #[test]

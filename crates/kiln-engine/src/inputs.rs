@@ -68,9 +68,12 @@ fn dockerfile_text(spec: &BuildSpec) -> Result<String, EngineError> {
 fn analysis(
     spec: &BuildSpec,
     text: &str,
+    platform: &str,
 ) -> Result<kiln_dockerfile::dockerfile::Analysis, EngineError> {
     use kiln_dockerfile::dockerfile::DockerfileError as E;
-    analyze(text, spec.target.as_deref(), &spec.args).map_err(|e| {
+    let mut args = spec.args.clone();
+    args.extend(platform_args(platform));
+    analyze(text, spec.target.as_deref(), &args).map_err(|e| {
         let path = spec.dockerfile.display();
         let source = |line: usize| {
             text.lines()
@@ -95,12 +98,105 @@ fn analysis(
     })
 }
 
-/// The external images the needed stages read (named contexts excluded):
-/// the caller resolves each to a digest.
-pub fn external_images(spec: &BuildSpec) -> Result<Vec<String>, EngineError> {
+/// The args BuildKit sets from the target platform `os/arch[/variant]`
+/// (`TARGETPLATFORM`, `TARGETOS`, `TARGETARCH`, `TARGETVARIANT`), which
+/// may choose a stage or a file (`COPY bin/${TARGETARCH}/tool`). Empty for
+/// an unknown platform. The platform itself is in the key, so their
+/// values are kept out of the manifest's args.
+fn platform_args(platform: &str) -> BTreeMap<String, String> {
+    let mut parts = platform.split('/');
+    let (Some(os), Some(arch)) = (parts.next(), parts.next()) else {
+        return BTreeMap::new();
+    };
+    if os.is_empty() || arch.is_empty() {
+        return BTreeMap::new();
+    }
+    let variant = parts.next().unwrap_or("");
+    [
+        ("TARGETPLATFORM", platform),
+        ("TARGETOS", os),
+        ("TARGETARCH", arch),
+        ("TARGETVARIANT", variant),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// What the needed stages read, for every platform of `platform` (one
+/// platform, or several joined with `,`): a target of several platforms
+/// reads the union of what each platform's solve reads.
+struct Reads {
+    context_sources: Vec<kiln_dockerfile::dockerfile::ContextSource>,
+    remote_sources: Vec<RemoteSource>,
+    images: Vec<String>,
+    consumed_args: BTreeMap<String, Option<String>>,
+    mounts: Vec<kiln_dockerfile::dockerfile::Mount>,
+    needed_text: String,
+}
+
+fn reads(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineError> {
+    let mut r = Reads {
+        context_sources: Vec::new(),
+        remote_sources: Vec::new(),
+        images: Vec::new(),
+        consumed_args: BTreeMap::new(),
+        mounts: Vec::new(),
+        needed_text: String::new(),
+    };
+    let platforms: Vec<&str> = platform.split(',').collect();
+    let mut texts: Vec<(&str, String)> = Vec::new();
+    for p in &platforms {
+        let a = analysis(spec, text, p)?;
+        for c in a.context_sources {
+            if !r.context_sources.contains(&c) {
+                r.context_sources.push(c);
+            }
+        }
+        for c in a.remote_sources {
+            if !r.remote_sources.contains(&c) {
+                r.remote_sources.push(c);
+            }
+        }
+        for i in a.images {
+            if !r.images.contains(&i) {
+                r.images.push(i);
+            }
+        }
+        for m in a.mounts {
+            if !r.mounts.contains(&m) {
+                r.mounts.push(m);
+            }
+        }
+        for (k, v) in a.consumed_args {
+            if !kiln_dockerfile::dockerfile::AUTOMATIC_ARGS.contains(&k.as_str()) {
+                r.consumed_args.entry(k).or_insert(v);
+            }
+        }
+        texts.push((p, a.needed_text));
+    }
+    // The needed stages' text, once when every platform needs the same
+    // stages (the usual case, and a single platform's key is unchanged),
+    // else per platform.
+    r.needed_text = if texts.iter().all(|(_, t)| *t == texts[0].1) {
+        texts.swap_remove(0).1
+    } else {
+        texts
+            .iter()
+            .map(|(p, t)| format!("# platform {p}\n{t}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Ok(r)
+}
+
+/// The external images the needed stages read (named contexts excluded)
+/// for `platform` (as [`gather`]; empty when unknown): the caller
+/// resolves each to a digest.
+pub fn external_images(spec: &BuildSpec, platform: &str) -> Result<Vec<String>, EngineError> {
     let text = dockerfile_text(spec)?;
-    let a = analysis(spec, &text)?;
-    Ok(a.images
+    Ok(reads(spec, &text, platform)?
+        .images
         .into_iter()
         .filter(|i| !spec.contexts.contains_key(i))
         .collect())
@@ -140,7 +236,7 @@ pub fn gather_for_build(
     cache: &StatCache,
 ) -> Result<Gathered, EngineError> {
     let text = dockerfile_text(spec)?;
-    let a = analysis(spec, &text)?;
+    let a = reads(spec, &text, platform)?;
     let df_rel = spec
         .dockerfile
         .strip_prefix(&spec.context)
@@ -398,6 +494,72 @@ mod tests {
             "{err}"
         );
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// `TARGETARCH` and its kin take the target platform's values, as in
+    /// BuildKit: they choose files and stages; a target of several
+    /// platforms reads what each platform reads; a file no platform reads
+    /// never counts.
+    #[test]
+    fn platform_args_choose_what_each_platform_reads() {
+        let ctx = std::env::temp_dir().join(format!("kiln-platform-args-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&ctx);
+        std::fs::create_dir_all(ctx.join("src")).unwrap();
+        std::fs::write(
+            ctx.join("Dockerfile"),
+            "FROM scratch AS base-amd64\nFROM busybox AS base-arm64\nFROM base-${TARGETARCH}\nARG TARGETARCH\nCOPY src/${TARGETARCH}.txt /arch.txt\n",
+        )
+        .unwrap();
+        for f in ["amd64", "arm64", "riscv64"] {
+            std::fs::write(ctx.join(format!("src/{f}.txt")), format!("{f}\n")).unwrap();
+        }
+        let spec = BuildSpec {
+            name: "app".into(),
+            context: ctx.clone(),
+            dockerfile: ctx.join("Dockerfile"),
+            ..BuildSpec::default()
+        };
+        let gathered = |platform: &str| {
+            gather_for_build(
+                &spec,
+                platform,
+                &BTreeMap::new(),
+                &BTreeMap::new(),
+                &StatCache::default(),
+            )
+            .unwrap()
+            .manifest
+        };
+        let files = |m: &InputManifest| m.files.iter().map(|f| f.path.clone()).collect::<Vec<_>>();
+        let amd = gathered("linux/amd64");
+        assert_eq!(files(&amd), ["src/amd64.txt"]);
+        assert!(
+            amd.images.is_empty(),
+            "scratch is no image: {:?}",
+            amd.images
+        );
+        assert!(
+            !amd.args.contains_key("TARGETARCH"),
+            "the platform stands for it"
+        );
+        let arm = gathered("linux/arm64");
+        assert_eq!(files(&arm), ["src/arm64.txt"]);
+        assert_eq!(external_images(&spec, "linux/arm64").unwrap(), ["busybox"]);
+        let both = gathered("linux/amd64,linux/arm64");
+        assert_eq!(files(&both), ["src/amd64.txt", "src/arm64.txt"]);
+        assert_eq!(
+            external_images(&spec, "linux/amd64,linux/arm64").unwrap(),
+            ["busybox"]
+        );
+        assert_ne!(both.key(), amd.key());
+        assert_ne!(both.key(), arm.key());
+        // Only what a platform reads counts.
+        std::fs::write(ctx.join("src/riscv64.txt"), "changed\n").unwrap();
+        assert_eq!(gathered("linux/amd64,linux/arm64").key(), both.key());
+        std::fs::write(ctx.join("src/arm64.txt"), "changed\n").unwrap();
+        assert_ne!(gathered("linux/amd64,linux/arm64").key(), both.key());
+        assert_eq!(gathered("linux/amd64").key(), amd.key());
+        let _ = std::fs::remove_dir_all(&ctx);
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub async fn outside<F, Fut>(
     specs: &[BuildSpec],
     outputs: &HashMap<String, String>,
     lookup: F,
+    platform: &str,
 ) -> Result<Outside, EngineError>
 where
     F: Fn(String) -> Fut,
@@ -111,7 +112,7 @@ where
         };
         out.upstreams.insert(ctx.clone(), v);
     }
-    for image in external_images(spec)? {
+    for image in external_images(spec, platform)? {
         let v = match producer_of(spec, specs, &image) {
             Some(p) => upstream(p, &mut out),
             None => match lookup(image.clone()).await {
@@ -161,13 +162,15 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Option<Found>>,
 {
-    let o = outside(spec, specs, outputs, lookup).await?;
+    // One platform keys as itself; several as their list in the target's
+    // order (BuildKit's `TARGETPLATFORM` and the index follow it).
+    let platform = if spec.platforms.is_empty() {
+        engine_platform.to_string()
+    } else {
+        spec.platforms.join(",")
+    };
+    let o = outside(spec, specs, outputs, lookup, &platform).await?;
     let pins = o.pins.clone();
-    let platform = spec
-        .platforms
-        .first()
-        .cloned()
-        .unwrap_or_else(|| engine_platform.to_string());
     let s = spec.clone();
     let g = tokio::task::spawn_blocking(move || {
         gather_for_build(&s, &platform, &o.images, &o.upstreams, &cache)
@@ -237,19 +240,27 @@ impl Resolver {
     }
 
     /// `None` when neither the engine nor the registry knows `reference`.
-    pub async fn resolve(&self, reference: &str) -> Option<Found> {
-        if let Some(f) = self.memo.lock().ok()?.get(reference) {
+    /// With `all_platforms` (a multi-platform target), only the registry
+    /// is asked: its digest (an index) covers every platform, where the
+    /// engine's image is one platform's.
+    pub async fn resolve(&self, reference: &str, all_platforms: bool) -> Option<Found> {
+        let memo_key = if all_platforms {
+            format!("registry:{reference}")
+        } else {
+            reference.to_string()
+        };
+        if let Some(f) = self.memo.lock().ok()?.get(&memo_key) {
             return f.clone();
         }
-        let found = self.lookup(reference).await;
+        let found = self.lookup(reference, all_platforms).await;
         if let Ok(mut m) = self.memo.lock() {
-            m.insert(reference.to_string(), found.clone());
+            m.insert(memo_key, found.clone());
         }
         found
     }
 
-    async fn lookup(&self, reference: &str) -> Option<Found> {
-        if let Some(e) = &self.engine
+    async fn lookup(&self, reference: &str, all_platforms: bool) -> Option<Found> {
+        if let Some(e) = self.engine.as_ref().filter(|_| !all_platforms)
             && let Some(id) = e.image_id(reference).await
         {
             return Some(Found { id, pin: None });
@@ -289,7 +300,7 @@ pub async fn key_on(
         spec,
         specs,
         outputs,
-        |r| async move { resolver.resolve(&r).await },
+        |r| async move { resolver.resolve(&r, spec.multi_platform()).await },
         &resolver.platform(),
         cache,
     )
@@ -401,6 +412,9 @@ pub async fn predict(
                 Lookup::Hit(entry) => {
                     let id = entry.record.image_id.clone();
                     let rec = &entry.record;
+                    // A multi-platform image is an index in the registry,
+                    // never on an engine (docs/driver-buildx.md).
+                    let engine = engine.filter(|_| !spec.multi_platform());
                     match locate(engine, &resolver, &spec.name, rec).await {
                         Located::Engine { .. } => {
                             outputs.insert(spec.name.clone(), id);
@@ -599,14 +613,21 @@ mod tests {
             })
         };
         let done: HashMap<String, String> = [("base".into(), "sha256:out".into())].into();
-        let o = block(outside(&app, &specs, &done, lookup)).unwrap();
+        let o = block(outside(&app, &specs, &done, lookup, "linux/amd64")).unwrap();
         assert_eq!(o.images["r/base:1"], "sha256:out");
         assert_eq!(o.images["other:1"], "sha256:other");
         assert_eq!(o.pins["other:1"], "docker.io/library/other@sha256:other");
         assert_eq!(o.upstreams["b"], "sha256:out");
         assert!(o.pending.is_empty());
         // Before base has finished, app's key is pending on it.
-        let o = block(outside(&app, &specs, &HashMap::new(), lookup)).unwrap();
+        let o = block(outside(
+            &app,
+            &specs,
+            &HashMap::new(),
+            lookup,
+            "linux/amd64",
+        ))
+        .unwrap();
         assert_eq!(o.pending, vec!["base".to_string()]);
         assert_eq!(o.images["r/base:1"], "pending:base");
     }
@@ -619,6 +640,7 @@ mod tests {
             std::slice::from_ref(&app),
             &HashMap::new(),
             |_| async { None },
+            "linux/amd64",
         ))
         .unwrap();
         assert_eq!(o.images["r/base:1"], UNRESOLVED);

@@ -641,7 +641,7 @@ pub async fn run(
         match done.outcome {
             Ok(Outcome::Built(built, pushed)) => {
                 let remote = pushed.first().map(|(r, d)| by_digest(r, d));
-                let image = node_ref(&shared.nodes[k], &s.name, &built.image_id, &remote);
+                let image = node_ref(&shared.nodes[k], s, &built.image_id, &remote);
                 outputs.insert(s.name.clone(), built.image_id.clone());
                 produced.insert(
                     s.name.clone(),
@@ -668,7 +668,7 @@ pub async fn run(
                     let d = digest.as_ref()?;
                     s.tags.first().map(|t| by_digest(t, d))
                 });
-                let image = node_ref(&shared.nodes[k], &s.name, &image_id, &remote);
+                let image = node_ref(&shared.nodes[k], s, &image_id, &remote);
                 outputs.insert(s.name.clone(), image_id);
                 produced.insert(
                     s.name.clone(),
@@ -773,11 +773,18 @@ struct Produced {
 /// The reference dependents on the same node (and `docker run` there) use
 /// for a target's image: the unique local tag on an engine, the registry
 /// digest on a builder that keeps no image store.
-fn node_ref(node: &Node, target: &str, image_id: &str, remote: &Option<String>) -> String {
-    match (&node.engine, remote) {
+fn node_ref(node: &Node, spec: &BuildSpec, image_id: &str, remote: &Option<String>) -> String {
+    match (engine_for(node, spec), remote) {
         (None, Some(r)) => r.clone(),
-        _ => local_ref(target, image_id),
+        _ => local_ref(&spec.name, image_id),
     }
+}
+
+/// The engine that holds `spec`'s image on `node`: none on a builder that
+/// keeps no image store, and none for a multi-platform target, whose image
+/// is an index in the registry (docs/driver-buildx.md).
+fn engine_for<'a>(node: &'a Node, spec: &BuildSpec) -> Option<&'a LocalEngine> {
+    node.engine.as_ref().filter(|_| !spec.multi_platform())
 }
 
 /// `repo:tag` pushed as `digest` → `repo@digest` (immutable).
@@ -1088,10 +1095,9 @@ async fn decide_and_build(
             Lookup::Hit(entry) => {
                 let rec = entry.record;
                 use crate::keys::Located;
-                let located =
-                    crate::keys::locate(node.engine.as_ref(), &node.resolver, &spec.name, &rec)
-                        .await;
-                if matches!(located, Located::Registry(_)) && node.engine.is_some() {
+                let engine = engine_for(node, spec);
+                let located = crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await;
+                if matches!(located, Located::Registry(_)) && engine.is_some() {
                     // A pull takes time: the warm-up's keys are not reused
                     // after it.
                     sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1110,7 +1116,7 @@ async fn decide_and_build(
                     }
                     // A builder that keeps no image store skips on what
                     // the registry holds: nothing to pull.
-                    Located::Registry(r) if node.engine.is_none() => {
+                    Located::Registry(r) if engine.is_none() => {
                         let from = Source {
                             reference: r.clone(),
                             unique_tagged: true,
@@ -1134,7 +1140,7 @@ async fn decide_and_build(
                             rec.image_id
                         )),
                     },
-                    Located::Gone if node.engine.is_none() => warn(format!(
+                    Located::Gone if engine.is_none() => warn(format!(
                         "the record for {key} names image {}, which no registry holds any more; rebuilding",
                         rec.image_id
                     )),
@@ -1213,7 +1219,7 @@ async fn decide_and_build(
             key: key.clone(),
             target: spec.name.clone(),
             image_id: built.image_id.clone(),
-            image_ref: Some(match (&node.engine, pushed.first()) {
+            image_ref: Some(match (engine_for(node, spec), pushed.first()) {
                 (None, Some((r, d))) => by_digest(r, d),
                 _ => local_ref(&spec.name, &built.image_id),
             }),
@@ -1262,7 +1268,7 @@ async fn adopt(
     let id = rec.image_id.clone();
     let unique = local_ref(&spec.name, &id);
     let mut retagged = Vec::new();
-    if let Some(engine) = &node.engine {
+    if let Some(engine) = engine_for(node, spec) {
         let to_check = (!from.unique_tagged).then_some(&unique);
         for t in to_check.into_iter().chain(spec.tags.iter()) {
             if engine.image_id(t).await.as_deref() != Some(id.as_str()) {
@@ -1288,7 +1294,7 @@ async fn adopt(
                 },
                 _ => None,
             };
-            let digest = match (current, &node.engine) {
+            let digest = match (current, engine_for(node, spec)) {
                 (Some(d), _) => d,
                 (None, Some(engine)) => engine.push(t, &spec.name, sh.reporter.as_ref()).await?,
                 // No engine: the tag is pointed at the recorded image in

@@ -62,6 +62,15 @@ pub struct BuildSpec {
     pub buildx_cache: Option<kiln_plan::cache::CachePolicy>,
 }
 
+impl BuildSpec {
+    /// Several platforms in one target: its image is an index that lives
+    /// in a registry only (pushed by digest, identified by the identities
+    /// of all its platforms), never one engine's image.
+    pub fn multi_platform(&self) -> bool {
+        self.platforms.len() > 1
+    }
+}
+
 /// How to reach the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {

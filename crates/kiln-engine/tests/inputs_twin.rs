@@ -77,7 +77,7 @@ fn specs(dir: &Path) -> Vec<BuildSpec> {
 fn keys(dir: &Path, cache: &StatCache) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for s in specs(dir) {
-        let images: BTreeMap<String, String> = external_images(&s)
+        let images: BTreeMap<String, String> = external_images(&s, "linux/amd64")
             .unwrap()
             .into_iter()
             .map(|i| (i, "sha256:fixed-base".to_string()))

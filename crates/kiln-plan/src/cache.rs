@@ -205,12 +205,17 @@ fn repository(t: &CacheTarget<'_>, s: &CacheSettings) -> Option<String> {
 
 /// The policy for one target on one driver.
 ///
-/// A target with several platforms gets one stable ref per platform: the
-/// local driver builds one platform at a time and buildx nodes build
-/// platforms in separate solves, which would overwrite one shared ref.
+/// On the local driver a target with several platforms gets one stable
+/// ref per platform (it builds one platform at a time). On buildx it is
+/// one solve of all its platforms on a single-node builder (kiln refuses
+/// several nodes, which would solve platforms apart): one policy, whose
+/// ref names the platform set (`buildcache-<target>-linux-amd64-linux-arm64`),
+/// so it never shares a ref with a build of other platforms.
 pub fn policy(t: &CacheTarget<'_>, s: &CacheSettings, driver: Driver) -> Vec<CachePolicy> {
     let platforms: Vec<String> = if t.platforms.is_empty() {
         vec!["native".to_string()]
+    } else if driver == Driver::Buildx {
+        vec![t.platforms.join(",")]
     } else {
         t.platforms.to_vec()
     };
@@ -405,16 +410,26 @@ mod tests {
             ..CacheSettings::default()
         };
         let c = policy(&t("a", &tags, &plats), &scoped, Driver::Buildx);
+        // One platform of the same target is another solve: another ref.
+        let d = policy(&t("a", &tags, &plats[..1]), &s, Driver::Buildx);
+        // buildx solves a target's platforms together: one policy, named
+        // after the set.
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            a[0].stable_ref.as_deref(),
+            Some("r/shared:buildcache-a-linux-amd64-linux-arm64")
+        );
         let mut all: Vec<String> = a
             .iter()
             .chain(&b)
             .chain(&c)
+            .chain(&d)
             .filter_map(|p| p.stable_ref.clone())
             .collect();
-        assert_eq!(all.len(), 6);
+        assert_eq!(all.len(), 4);
         all.sort();
         all.dedup();
-        assert_eq!(all.len(), 6, "{all:?}");
+        assert_eq!(all.len(), 4, "{all:?}");
         // A scoped writer also imports the default scope's ref.
         assert!(
             c[0].from

@@ -909,3 +909,197 @@ group "default" { targets = ["vendored"] }
     assert!(err.contains("--driver buildx"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const MULTI_BAKE: &str = r#"
+variable "REG" { default = "127.0.0.1:5000" }
+variable "U" { default = "x" }
+target "_c" {
+  network = "host"
+  platforms = ["linux/amd64", "linux/arm64"]
+}
+target "files" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.files"
+  tags = ["${REG}/e2e-mp-${U}/files:1"]
+}
+target "both" {
+  inherits = ["_c"]
+  contexts = { files = "target:files" }
+  dockerfile = "Dockerfile.both"
+  tags = ["${REG}/e2e-mp-${U}/both:1"]
+}
+target "unpushed" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.files"
+}
+group "default" { targets = ["both"] }
+"#;
+
+/// `GET` of a registry path as JSON (`Accept`: OCI index and manifest).
+fn registry_json(host: &str, path: &str) -> serde_json::Value {
+    let o = Command::new("curl")
+        .args(["-sf", "-H"])
+        .arg("Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json")
+        .arg(format!("http://{host}/v2/{path}"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "GET {path}");
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The identity of the multi-platform image `repo@digest`, computed here
+/// from the registry's own index and config blobs: one identity per
+/// platform manifest (attestations left out), combined.
+fn index_identity(host: &str, repo: &str, digest: &str) -> (Vec<String>, String) {
+    let index = registry_json(host, &format!("{repo}/manifests/{digest}"));
+    let mut platforms = Vec::new();
+    let mut ids = Vec::new();
+    for m in index["manifests"].as_array().unwrap() {
+        let p = &m["platform"];
+        if p["os"] == "unknown" {
+            continue;
+        }
+        platforms.push(format!(
+            "{}/{}",
+            p["os"].as_str().unwrap(),
+            p["architecture"].as_str().unwrap()
+        ));
+        let man = registry_json(
+            host,
+            &format!("{repo}/manifests/{}", m["digest"].as_str().unwrap()),
+        );
+        let blob = registry_json(
+            host,
+            &format!("{repo}/blobs/{}", man["config"]["digest"].as_str().unwrap()),
+        );
+        ids.push(kiln_engine::identity::from_config_blob(&blob).unwrap());
+    }
+    platforms.sort();
+    (platforms, kiln_engine::identity::composite(&ids))
+}
+
+/// A target of several platforms on buildx is one solve pushed as an
+/// image index, on a docker-driver builder (containerd image store) and
+/// on a remote-driver builder alike: its identity combines every
+/// platform's (so a change to one platform's input rebuilds it), its one
+/// cache ref names the platform set, a multi-platform dependent is handed
+/// the index by digest, plan and a no-op build skip through the registry,
+/// and a target that pushes nowhere is refused before anything builds.
+#[test]
+fn a_multi_platform_target_is_one_index_keyed_and_skipped_by_all_its_platforms() {
+    let Some((host, reg)) = engine() else { return };
+    let Some((config, docker_builder)) = buildx_env() else {
+        return;
+    };
+    let Some(remote) = remote_builder() else {
+        return;
+    };
+    for builder in [docker_builder, remote] {
+        let salt = unique("");
+        let dir = workspace(&[
+            ("docker-bake.hcl", MULTI_BAKE),
+            (
+                "Dockerfile.files",
+                "FROM scratch\nARG TARGETARCH\nCOPY src/${TARGETARCH}.txt /arch.txt\n",
+            ),
+            ("Dockerfile.both", "FROM files\nCOPY extra.txt /extra.txt\n"),
+            ("src/amd64.txt", &format!("amd64 {salt}\n")),
+            ("src/arm64.txt", &format!("arm64 {salt}\n")),
+            ("extra.txt", "extra\n"),
+        ]);
+        let vars = [
+            "--var",
+            &format!("REG={reg}"),
+            "--var",
+            &format!("U={salt}"),
+        ]
+        .map(String::from);
+        let run = |cmd: &str, extra: &[&str]| {
+            let mut a = vec![cmd, "--driver", "buildx", "--builder", &builder];
+            if cmd == "build" {
+                a.extend(["--progress", "plain"]);
+            }
+            a.extend(["--format", "json"]);
+            a.extend(vars.iter().map(String::as_str));
+            a.extend_from_slice(extra);
+            kiln_bx(&dir, &host, &config, &a, &[])
+        };
+        let repo = |n: &str| format!("e2e-mp-{salt}/{n}");
+
+        // Pushed nowhere: refused, saying what to do.
+        let o = run("build", &["unpushed"]);
+        assert_eq!(o.status.code(), Some(2), "{builder}: {}", stderr_of(&o));
+        let err = stderr_of(&o);
+        assert!(
+            err.contains("image index") && err.contains("--push"),
+            "{err}"
+        );
+        assert!(!err.contains("] building ("), "nothing built: {err}");
+
+        let o = run("build", &["--push"]);
+        ok(&o);
+        let s = summary(&o);
+        let mut identities = std::collections::HashMap::new();
+        for n in ["files", "both"] {
+            let t = target(&s, n);
+            assert_eq!(t["status"], "built", "{builder}: {t}");
+            let digest = t["digest"].as_str().unwrap();
+            assert_eq!(registry_digest(&format!("{reg}/{}:1", repo(n))), digest);
+            assert_eq!(t["image"], format!("{reg}/{}@{digest}", repo(n)), "{t}");
+            let (platforms, identity) = index_identity(&reg, &repo(n), digest);
+            assert_eq!(platforms, ["linux/amd64", "linux/arm64"], "{builder}: {t}");
+            assert!(
+                records_name(&dir, &identity),
+                "{builder}: a record of {n} names the identity of both platforms ({identity})"
+            );
+            identities.insert(n, identity);
+            let exports = cache_exports(t);
+            assert_eq!(exports.len(), 1, "{t}");
+            assert_eq!(exports[0]["outcome"], "ok", "{t}");
+            // The one cache ref names the platform set.
+            registry_digest(&format!(
+                "{reg}/{}:buildcache-{n}-linux-amd64-linux-arm64",
+                repo(n)
+            ));
+        }
+        // The dependent was handed the index by digest.
+        let (files, both) = (target(&s, "files"), target(&s, "both"));
+        assert_eq!(both["handed"]["files"], files["image"], "{both}");
+
+        // plan and a no-op build skip both through the registry.
+        let o = run("plan", &[]);
+        ok(&o);
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for t in plan["targets"].as_array().unwrap() {
+            assert_eq!(t["action"], "skip", "{builder}: {t}");
+            assert!(
+                t["reason"].as_str().unwrap().contains("in the registry as"),
+                "{builder}: {t}"
+            );
+        }
+        let o = run("build", &["--push"]);
+        ok(&o);
+        let s = summary(&o);
+        for n in ["files", "both"] {
+            assert_eq!(target(&s, n)["status"], "skipped", "{builder}: {s}");
+        }
+        assert!(!stderr_of(&o).contains("] building ("), "{}", stderr_of(&o));
+
+        // An input of one platform only changes the index's identity:
+        // files rebuilds, and so does its dependent.
+        std::fs::write(dir.join("src/arm64.txt"), format!("arm64 changed {salt}\n")).unwrap();
+        let o = run("plan", &[]);
+        ok(&o);
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(target(&plan, "files")["action"], "build", "{plan}");
+        let o = run("build", &["--push"]);
+        ok(&o);
+        let s = summary(&o);
+        let files = target(&s, "files");
+        assert_eq!(files["status"], "built", "{builder}: {files}");
+        let (_, changed) = index_identity(&reg, &repo("files"), files["digest"].as_str().unwrap());
+        assert_ne!(changed, identities["files"], "{builder}");
+        assert_eq!(target(&s, "both")["status"], "built", "{builder}: {s}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

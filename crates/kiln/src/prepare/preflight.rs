@@ -22,7 +22,9 @@ pub fn needs(planned: &Planned, specs: &[kiln_engine::BuildSpec]) -> Vec<Need> {
     let mut pairs = Vec::new();
     for spec in specs {
         // A Dockerfile that cannot be analysed is reported by the build.
-        for image in kiln_engine::inputs::external_images(spec).unwrap_or_default() {
+        for image in kiln_engine::inputs::external_images(spec, &spec.platforms.join(","))
+            .unwrap_or_default()
+        {
             pairs.push((spec.name.clone(), image));
         }
         for src in spec.contexts.values() {
