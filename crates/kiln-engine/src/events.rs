@@ -35,6 +35,9 @@ pub enum Event {
     },
     /// Something the user should know that does not stop the target.
     Warning { target: String, message: String },
+    /// The target waits for another run that builds the same key (or
+    /// takes its build over): whom, and what happens.
+    Waiting { target: String, message: String },
     /// A build step (a BuildKit vertex) changed state.
     Step {
         target: String,

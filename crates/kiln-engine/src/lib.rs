@@ -11,6 +11,7 @@
 
 pub mod buildx;
 pub mod children;
+pub mod claims;
 pub mod context;
 pub mod docker_cli;
 pub mod driver;

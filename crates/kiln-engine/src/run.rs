@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kiln_store::{Lookup, Record, RecordStore};
 use serde::Serialize;
@@ -64,6 +64,9 @@ pub struct RunOptions {
     /// Stop before anything builds when the store cannot be written
     /// (otherwise a warning says nothing will be recorded, once).
     pub require_store: bool,
+    /// The lease of a claim on a key being built (cross-run deduplication,
+    /// `crate::claims`); `None` makes no claims and waits for none.
+    pub claim_ttl: Option<Duration>,
 }
 
 /// One builder node of a fleet run.
@@ -270,6 +273,8 @@ struct Shared {
     /// not reused (time has passed since it hashed the files, and files
     /// edited meanwhile must be keyed as they are).
     busy: std::sync::atomic::AtomicBool,
+    /// The store said it cannot hold claims (said once per run).
+    claims_unsupported: std::sync::atomic::AtomicBool,
 }
 
 /// The outputs of a target's upstreams a key was computed with.
@@ -426,6 +431,7 @@ pub async fn run(
         warmed: std::sync::OnceLock::new(),
         store_down: std::sync::atomic::AtomicBool::new(false),
         busy: std::sync::atomic::AtomicBool::new(false),
+        claims_unsupported: std::sync::atomic::AtomicBool::new(false),
     });
     if shared.opts.require_store
         && let Err(why) = shared.writable().await
@@ -1043,6 +1049,16 @@ fn declared_jobs(sh: &Shared, node: &Node, target: &str) -> u32 {
     }
 }
 
+/// What the claim on a target's key came to (cross-run deduplication,
+/// `crate::claims`).
+#[derive(Default)]
+struct ClaimSide {
+    /// This run's claim while it builds.
+    holding: Option<crate::claims::Holding>,
+    /// Whom this run waited for, and how long, before the record appeared.
+    waited: Option<(String, Duration)>,
+}
+
 async fn decide_and_build(
     sh: &Shared,
     node: &Node,
@@ -1051,6 +1067,95 @@ async fn decide_and_build(
     hand_over: &BTreeMap<String, String>,
     rebuilt: &[String],
     handed_jobs: &mut Option<u32>,
+) -> Result<Outcome, EngineError> {
+    let mut side = ClaimSide::default();
+    let mut r = decide_and_build_once(
+        sh,
+        node,
+        spec,
+        keyed,
+        hand_over,
+        rebuilt,
+        handed_jobs,
+        &mut side,
+    )
+    .await;
+    if let (Ok(Outcome::Skipped { reason, .. }), Some((holder, waited))) = (&mut r, &side.waited) {
+        reason.push_str(&format!(
+            "; built by {holder} while this run waited {:.0} s",
+            waited.as_secs_f64()
+        ));
+    }
+    if let Some(h) = side.holding.take() {
+        let state = match &r {
+            Ok(Outcome::Built(..)) => kiln_store::ClaimState::Done,
+            _ => kiln_store::ClaimState::Failed,
+        };
+        h.end(state).await;
+    }
+    r
+}
+
+/// Claims `key` for this build, or waits for the run that holds it
+/// (`None`: no claim is made — claims are off, the store is down or takes
+/// no writes).
+async fn claim(
+    sh: &Shared,
+    node: &Node,
+    spec: &BuildSpec,
+    key: &str,
+) -> Result<Option<crate::claims::Decision>, EngineError> {
+    let Some(ttl) = sh.opts.claim_ttl else {
+        return Ok(None);
+    };
+    if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) || sh.writable().await.is_err() {
+        return Ok(None);
+    }
+    let me = kiln_store::Claimant {
+        holder: crate::claims::holder(),
+        run_id: sh.opts.run_id.clone(),
+        target: spec.name.clone(),
+        node: node.name.clone(),
+        since: now_rfc3339(),
+        beat: 0,
+        state: kiln_store::ClaimState::Building,
+    };
+    let (reporter, target) = (sh.reporter.clone(), spec.name.clone());
+    let say: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |message| {
+        reporter.event(&Event::Waiting {
+            target: target.clone(),
+            message,
+        })
+    });
+    let unsupported = || {
+        if !sh
+            .claims_unsupported
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            sh.reporter.event(&Event::Warning {
+                target: String::new(),
+                message: format!(
+                    "record store {} cannot hold claims (it has no create-if-absent), so a run started at the same time may build the same keys too (docs/store-claims.md)",
+                    sh.opts.store.location()
+                ),
+            });
+        }
+    };
+    crate::claims::claim_or_wait(&sh.opts.store, key, me, ttl, say, unsupported)
+        .await
+        .map(Some)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn decide_and_build_once(
+    sh: &Shared,
+    node: &Node,
+    spec: &BuildSpec,
+    keyed: &Keyed,
+    hand_over: &BTreeMap<String, String>,
+    rebuilt: &[String],
+    handed_jobs: &mut Option<u32>,
+    side: &mut ClaimSide,
 ) -> Result<Outcome, EngineError> {
     let warn = |message: String| {
         sh.reporter.event(&Event::Warning {
@@ -1067,97 +1172,108 @@ async fn decide_and_build(
         warn(format!("always built: {}", keyed.volatile.join("; ")));
     }
     if let Some(key) = keyed.key.clone().filter(|_| lookup) {
-        let k = key.clone();
-        // A store that cannot be read is a miss with a warning (the target
-        // builds), unless --require-store makes it the run's error. After
-        // the first such failure the store is not asked again in this run:
-        // one warning, and no timeout paid per target.
-        let found = if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) {
-            Lookup::Miss
-        } else {
-            match store_call(&sh.opts.store, move |s| s.get(&k)).await {
-                Ok(l) => l,
-                Err(e) if sh.opts.require_store => return Err(e),
-                Err(e) => {
-                    if !sh
-                        .store_down
-                        .swap(true, std::sync::atomic::Ordering::Relaxed)
-                    {
-                        warn(format!(
-                            "{e}; the store is not asked again in this run: every target is looked up as a miss, so it builds"
-                        ));
+        loop {
+            let k = key.clone();
+            // A store that cannot be read is a miss with a warning (the target
+            // builds), unless --require-store makes it the run's error. After
+            // the first such failure the store is not asked again in this run:
+            // one warning, and no timeout paid per target.
+            let found = if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) {
+                Lookup::Miss
+            } else {
+                match store_call(&sh.opts.store, move |s| s.get(&k)).await {
+                    Ok(l) => l,
+                    Err(e) if sh.opts.require_store => return Err(e),
+                    Err(e) => {
+                        if !sh
+                            .store_down
+                            .swap(true, std::sync::atomic::Ordering::Relaxed)
+                        {
+                            warn(format!(
+                                "{e}; the store is not asked again in this run: every target is looked up as a miss, so it builds"
+                            ));
+                        }
+                        Lookup::Miss
                     }
-                    Lookup::Miss
                 }
-            }
-        };
-        match found {
-            Lookup::Hit(entry) => {
-                let rec = entry.record;
-                use crate::keys::Located;
-                let engine = engine_for(node, spec);
-                let located = crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await;
-                if matches!(located, Located::Registry(_)) && engine.is_some() {
-                    // A pull takes time: the warm-up's keys are not reused
-                    // after it.
-                    sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
-                }
-                match &located {
-                    Located::Engine {
-                        source,
-                        unique_tagged,
-                    } => {
-                        let from = Source {
-                            reference: source.clone(),
-                            unique_tagged: *unique_tagged,
-                            pulled: false,
-                        };
-                        return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
+            };
+            match found {
+                Lookup::Hit(entry) => {
+                    let rec = entry.record;
+                    use crate::keys::Located;
+                    let engine = engine_for(node, spec);
+                    let located =
+                        crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await;
+                    if matches!(located, Located::Registry(_)) && engine.is_some() {
+                        // A pull takes time: the warm-up's keys are not reused
+                        // after it.
+                        sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
                     }
-                    // A builder that keeps no image store skips on what
-                    // the registry holds: nothing to pull.
-                    Located::Registry(r) if engine.is_none() => {
-                        let from = Source {
-                            reference: r.clone(),
-                            unique_tagged: true,
-                            pulled: false,
-                        };
-                        return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
-                    }
-                    // Pushed when it was built and still in the registry:
-                    // pull it by digest instead of building it again.
-                    Located::Registry(r) => match pull_recorded(node, &rec, r).await {
-                        Ok(()) => {
+                    match &located {
+                        Located::Engine {
+                            source,
+                            unique_tagged,
+                        } => {
                             let from = Source {
-                                reference: r.clone(),
-                                unique_tagged: false,
-                                pulled: true,
+                                reference: source.clone(),
+                                unique_tagged: *unique_tagged,
+                                pulled: false,
                             };
                             return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
                         }
-                        Err(why) => warn(format!(
-                            "the record for {key} names image {}, pushed as {r}, but {why}; rebuilding",
+                        // A builder that keeps no image store skips on what
+                        // the registry holds: nothing to pull.
+                        Located::Registry(r) if engine.is_none() => {
+                            let from = Source {
+                                reference: r.clone(),
+                                unique_tagged: true,
+                                pulled: false,
+                            };
+                            return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
+                        }
+                        // Pushed when it was built and still in the registry:
+                        // pull it by digest instead of building it again.
+                        Located::Registry(r) => match pull_recorded(node, &rec, r).await {
+                            Ok(()) => {
+                                let from = Source {
+                                    reference: r.clone(),
+                                    unique_tagged: false,
+                                    pulled: true,
+                                };
+                                return adopt(sh, node, spec, rec, inputs, rebuilt, from).await;
+                            }
+                            Err(why) => warn(format!(
+                                "the record for {key} names image {}, pushed as {r}, but {why}; rebuilding",
+                                rec.image_id
+                            )),
+                        },
+                        Located::Gone if engine.is_none() => warn(format!(
+                            "the record for {key} names image {}, which no registry holds any more; rebuilding",
                             rec.image_id
                         )),
-                    },
-                    Located::Gone if engine.is_none() => warn(format!(
-                        "the record for {key} names image {}, which no registry holds any more; rebuilding",
-                        rec.image_id
-                    )),
-                    Located::Gone => warn(format!(
-                        "the record for {key} names image {}, which the engine no longer has and no registry holds; rebuilding",
-                        rec.image_id
-                    )),
+                        Located::Gone => warn(format!(
+                            "the record for {key} names image {}, which the engine no longer has and no registry holds; rebuilding",
+                            rec.image_id
+                        )),
+                    }
+                    force = true;
                 }
-                force = true;
+                Lookup::Corrupt(why) => {
+                    warn(format!(
+                        "the record for {key} is damaged ({why}); treating it as a miss, rebuilding and repairing it"
+                    ));
+                    force = true;
+                }
+                Lookup::Miss => match claim(sh, node, spec, &key).await? {
+                    Some(crate::claims::Decision::Build(h)) => side.holding = h,
+                    Some(crate::claims::Decision::Recorded { waited, holder }) => {
+                        side.waited = Some((holder, waited));
+                        continue;
+                    }
+                    None => {}
+                },
             }
-            Lookup::Corrupt(why) => {
-                warn(format!(
-                    "the record for {key} is damaged ({why}); treating it as a miss, rebuilding and repairing it"
-                ));
-                force = true;
-            }
-            Lookup::Miss => {}
+            break;
         }
     }
     sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -158,6 +158,73 @@ pub trait RecordStore: Send + Sync {
     fn probe_write(&self) -> Result<(), StoreError>;
     /// Where the store is, for messages.
     fn location(&self) -> String;
+    /// Claims `key` for a build (cross-run deduplication, `claims.rs`):
+    /// [`Claim::Won`] when this run may build it, [`Claim::Held`] when
+    /// another run's claim is the newest, [`Claim::Unsupported`] on a
+    /// store that cannot create an object only if it is absent.
+    fn claim(&self, key: &str, me: &Claimant) -> Result<Claim, StoreError> {
+        let _ = (key, me);
+        Ok(Claim::Unsupported)
+    }
+    /// The newest claim of `key`: its generation and what it holds
+    /// (`None` inside when it cannot be read).
+    fn newest_claim(&self, key: &str) -> Result<Option<(u64, Option<Claimant>)>, StoreError> {
+        let _ = key;
+        Ok(None)
+    }
+    /// Takes `key` over from the claim of generation `seen` (its holder
+    /// stopped renewing): `true` when this call made generation `seen + 1`.
+    fn take_over(&self, key: &str, seen: u64, me: &Claimant) -> Result<bool, StoreError> {
+        let _ = (key, seen, me);
+        Ok(false)
+    }
+    /// Writes `me` (a new beat, or an end state) over this run's claim of
+    /// generation `generation`: `false` when a newer generation took it
+    /// over meanwhile (nothing is written then).
+    fn renew(&self, key: &str, generation: u64, me: &Claimant) -> Result<bool, StoreError> {
+        let _ = (key, generation, me);
+        Ok(false)
+    }
+}
+
+/// Who holds a claim, and how far along: written by the holder only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claimant {
+    /// `user@host pid N`: who to ask about it.
+    pub holder: String,
+    /// The holder's run id.
+    pub run_id: String,
+    pub target: String,
+    /// The node the build runs on.
+    pub node: String,
+    /// When the claim was made (RFC 3339, the holder's clock; shown only).
+    pub since: String,
+    /// Incremented at every renewal: waiters see it move on their own
+    /// clock, so no two machines' clocks are ever compared.
+    pub beat: u64,
+    pub state: ClaimState,
+}
+
+/// Where a claimed build is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimState {
+    Building,
+    /// Built and recorded.
+    Done,
+    /// The build failed or was given up: a waiter builds it itself.
+    Failed,
+}
+
+/// What claiming a key found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This run holds generation `generation`.
+    Won { generation: u64 },
+    /// Another run's claim is the newest and says it is building.
+    Held { generation: u64, claimant: Claimant },
+    /// The store cannot hold claims.
+    Unsupported,
 }
 
 /// `blake3:<hex>` of bytes.

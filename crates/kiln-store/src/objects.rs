@@ -8,13 +8,16 @@
 //! - `blobs-v1/<aa>/<digest hex>`: payloads, content-addressed;
 //! - `records-v1/<aa>/<key>.json`: records;
 //! - `targets-v1/<target>.json`: the key of each target's latest record;
-//! - `probe-v1/write`: what the write probe writes.
+//! - `probe-v1/write`: what the write probe writes;
+//! - `claims-v1/<aa>/<key>.<generation>.json`: claims of keys being built
+//!   (cross-run deduplication; docs/store-claims.md).
 //!
 //! The primitives and names are public for tests and tools that need to
 //! reach under the protocol (the fault matrix damages objects with them).
 
 use crate::{
-    Entry, FORMAT, Lookup, PutOutcome, Record, RecordStore, StoreError, digest, payload_bytes,
+    Claim, ClaimState, Claimant, Entry, FORMAT, Lookup, PutOutcome, Record, RecordStore,
+    StoreError, digest, payload_bytes,
 };
 
 /// What reading one object found.
@@ -75,6 +78,97 @@ pub fn record_name(key: &str) -> String {
 /// The object name of a target's latest-record pointer.
 pub fn target_name(target: &str) -> String {
     format!("targets-v1/{}.json", safe_name(target))
+}
+
+/// The object name of generation `generation` of a key's claim.
+pub fn claim_name(key: &str, generation: u64) -> String {
+    format!(
+        "claims-v1/{}/{}.{generation}.json",
+        shard(key),
+        safe_name(key)
+    )
+}
+
+/// How many generations of one key's claims are looked through: each is a
+/// build of the key that was taken over or ended without a record.
+const MAX_GENERATIONS: u64 = 64;
+
+/// [`crate::RecordStore::newest_claim`] over objects: generations are
+/// made in order (`n + 1` only by someone who read `n`), so the newest is
+/// the last before the first missing one.
+pub(crate) fn newest_claim(
+    o: &dyn Objects,
+    key: &str,
+) -> Result<Option<(u64, Option<Claimant>)>, StoreError> {
+    let mut newest = None;
+    for g in 0..MAX_GENERATIONS {
+        match o.read(&claim_name(key, g))? {
+            Read::Missing => return Ok(newest),
+            Read::Found(b) => newest = Some((g, serde_json::from_slice(&b).ok())),
+            Read::Unreadable(_) => newest = Some((g, None)),
+        }
+    }
+    Err(StoreError::Invalid(format!(
+        "key {key} has {MAX_GENERATIONS} claims in {} (claims-v1/): remove them",
+        o.shown()
+    )))
+}
+
+fn claimant_bytes(me: &Claimant) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(me).map_err(|e| StoreError::Invalid(e.to_string()))
+}
+
+/// [`crate::RecordStore::claim`] over objects: the newest claim stands
+/// while it says it is building; one that ended (or is damaged) is
+/// followed by the next generation, which exactly one writer creates.
+pub(crate) fn claim(o: &dyn Objects, key: &str, me: &Claimant) -> Result<Claim, StoreError> {
+    let bytes = claimant_bytes(me)?;
+    // Another writer may create the generation looked at in between:
+    // look again (each turn, someone won a generation).
+    for _ in 0..MAX_GENERATIONS {
+        let next = match newest_claim(o, key)? {
+            None => 0,
+            Some((g, Some(c))) if c.state == ClaimState::Building => {
+                return Ok(Claim::Held {
+                    generation: g,
+                    claimant: c,
+                });
+            }
+            Some((g, _)) => g + 1,
+        };
+        if o.create(&claim_name(key, next), &bytes)? {
+            return Ok(Claim::Won { generation: next });
+        }
+    }
+    Err(StoreError::Invalid(format!(
+        "claiming key {key} in {}: every generation was taken first",
+        o.shown()
+    )))
+}
+
+/// [`crate::RecordStore::take_over`] over objects.
+pub(crate) fn take_over(
+    o: &dyn Objects,
+    key: &str,
+    seen: u64,
+    me: &Claimant,
+) -> Result<bool, StoreError> {
+    o.create(&claim_name(key, seen + 1), &claimant_bytes(me)?)
+}
+
+/// [`crate::RecordStore::renew`] over objects: only the holder writes its
+/// generation, so replacing it is safe once no newer one exists.
+pub(crate) fn renew(
+    o: &dyn Objects,
+    key: &str,
+    generation: u64,
+    me: &Claimant,
+) -> Result<bool, StoreError> {
+    if o.exists(&claim_name(key, generation + 1))? {
+        return Ok(false);
+    }
+    o.replace(&claim_name(key, generation), &claimant_bytes(me)?)?;
+    Ok(true)
 }
 
 /// The object the write probe replaces.
@@ -272,5 +366,21 @@ impl<T: Objects> RecordStore for T {
 
     fn location(&self) -> String {
         self.shown()
+    }
+
+    fn claim(&self, key: &str, me: &Claimant) -> Result<Claim, StoreError> {
+        claim(self, key, me)
+    }
+
+    fn newest_claim(&self, key: &str) -> Result<Option<(u64, Option<Claimant>)>, StoreError> {
+        newest_claim(self, key)
+    }
+
+    fn take_over(&self, key: &str, seen: u64, me: &Claimant) -> Result<bool, StoreError> {
+        take_over(self, key, seen, me)
+    }
+
+    fn renew(&self, key: &str, generation: u64, me: &Claimant) -> Result<bool, StoreError> {
+        renew(self, key, generation, me)
     }
 }

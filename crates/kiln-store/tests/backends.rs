@@ -17,7 +17,7 @@ mod common;
 
 use common::*;
 use kiln_store::objects::{self, Read};
-use kiln_store::{Lookup, PutOutcome, Record, StoreError};
+use kiln_store::{Claim, ClaimState, Claimant, Lookup, PutOutcome, Record, StoreError};
 use serde_json::json;
 
 /// The record a lookup found, with its seal taken off (the store seals).
@@ -382,6 +382,163 @@ fn damage(b: &Backend, c: &mut Cases) {
     );
 }
 
+fn claimant(who: &str, beat: u64, state: ClaimState) -> Claimant {
+    Claimant {
+        holder: format!("{who}@host pid 1"),
+        run_id: who.into(),
+        target: "app".into(),
+        node: "local".into(),
+        since: "2026-12-02T10:00:00Z".into(),
+        beat,
+        state,
+    }
+}
+
+/// Claims (cross-run deduplication): the first claimant wins, the next
+/// sees who holds it, renewals show, exactly one of racing takers takes a
+/// claim over, a superseded holder writes nothing, an ended or damaged
+/// claim is followed by the next generation, a read-only client cannot
+/// claim; a store without create-if-absent says it cannot hold claims.
+fn claims(b: &Backend, c: &mut Cases) {
+    let s = &b.store;
+    let k = key(70);
+    let (a, bb, cc) = (
+        claimant("a", 0, ClaimState::Building),
+        claimant("b", 0, ClaimState::Building),
+        claimant("c", 0, ClaimState::Building),
+    );
+    let r = s.claim(&k, &a);
+    if !b.atomic {
+        c.check(
+            "a store without create-if-absent holds no claims",
+            matches!(r, Ok(Claim::Unsupported)),
+            || format!("{r:?}"),
+        );
+        return;
+    }
+    c.check(
+        "the first claimant wins generation 0",
+        r.as_ref().ok() == Some(&Claim::Won { generation: 0 }),
+        || format!("{r:?}"),
+    );
+    let r = (b.another)().claim(&k, &bb);
+    c.check(
+        "the next claimant sees who holds it",
+        r.as_ref().ok()
+            == Some(&Claim::Held {
+                generation: 0,
+                claimant: a.clone(),
+            }),
+        || format!("{r:?}"),
+    );
+    let a1 = claimant("a", 1, ClaimState::Building);
+    let r = s.renew(&k, 0, &a1);
+    c.check("the holder renews", matches!(r, Ok(true)), || {
+        format!("{r:?}")
+    });
+    let r = (b.another)().newest_claim(&k);
+    c.check(
+        "a renewal shows to others",
+        matches!(&r, Ok(Some((0, Some(x)))) if x.beat == 1),
+        || format!("{r:?}"),
+    );
+    // Two waiters find the holder dead and take over at once.
+    let (tb, tc) = std::thread::scope(|scope| {
+        let hb = scope.spawn(|| (b.another)().take_over(&k, 0, &bb));
+        let hc = scope.spawn(|| (b.another)().take_over(&k, 0, &cc));
+        (hb.join().unwrap(), hc.join().unwrap())
+    });
+    c.check(
+        "exactly one of two takers takes a claim over",
+        matches!((&tb, &tc), (Ok(true), Ok(false)) | (Ok(false), Ok(true))),
+        || format!("{tb:?} {tc:?}"),
+    );
+    let taker = if matches!(tb, Ok(true)) { &bb } else { &cc };
+    let r = s.renew(&k, 0, &claimant("a", 2, ClaimState::Building));
+    c.check(
+        "a superseded holder's renewal is refused",
+        matches!(r, Ok(false)),
+        || format!("{r:?}"),
+    );
+    let r = s.claim(&k, &a);
+    c.check(
+        "the taker's claim is the one that stands",
+        r.as_ref().ok()
+            == Some(&Claim::Held {
+                generation: 1,
+                claimant: taker.clone(),
+            }),
+        || format!("{r:?}"),
+    );
+    let mut done = taker.clone();
+    done.state = ClaimState::Done;
+    let r = (b.another)().renew(&k, 1, &done);
+    c.check("the taker ends its claim", matches!(r, Ok(true)), || {
+        format!("{r:?}")
+    });
+    let r = s.claim(&k, &a);
+    c.check(
+        "an ended claim is followed by the next generation",
+        r.as_ref().ok() == Some(&Claim::Won { generation: 2 }),
+        || format!("{r:?}"),
+    );
+    let r = s.renew(&k, 2, &claimant("a", 1, ClaimState::Failed));
+    c.check(
+        "a failed build ends its claim",
+        matches!(r, Ok(true)),
+        || format!("{r:?}"),
+    );
+    let r = (b.another)().claim(&k, &bb);
+    c.check(
+        "a failed claim is followed by the next generation",
+        r.as_ref().ok() == Some(&Claim::Won { generation: 3 }),
+        || format!("{r:?}"),
+    );
+    if let Some(raw) = &b.raw {
+        let w = raw.replace(&objects::claim_name(&k, 3), b"{not json");
+        let r = s.claim(&k, &a);
+        c.check(
+            "a damaged claim is followed by the next generation",
+            w.is_ok() && r.as_ref().ok() == Some(&Claim::Won { generation: 4 }),
+            || format!("{w:?} {r:?}"),
+        );
+    }
+    // Eight runs claim a fresh key at once: one wins, seven see it held.
+    let k8 = key(71);
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                let k8 = &k8;
+                scope.spawn(move || {
+                    (b.another)().claim(k8, &claimant(&format!("r{i}"), 0, ClaimState::Building))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let won = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Claim::Won { generation: 0 })))
+        .count();
+    let held = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Claim::Held { generation: 0, .. })))
+        .count();
+    c.check(
+        "one of eight racing claimants wins, seven see it held",
+        won == 1 && held == 7,
+        || format!("{results:?}"),
+    );
+    if let Some(reader) = &b.reader {
+        let r = reader.claim(&key(72), &a);
+        c.check(
+            "a read-only client cannot claim, and the error names the store",
+            matches!(&r, Err(e) if e.to_string().contains(&reader.location())),
+            || format!("{r:?}"),
+        );
+    }
+}
+
 #[test]
 fn every_back_end_keeps_the_protocol_under_damage() {
     let mut backends = vec![fs_backend()];
@@ -400,6 +557,7 @@ fn every_back_end_keeps_the_protocol_under_damage() {
                     };
                     protocol(b, &mut c);
                     damage(b, &mut c);
+                    claims(b, &mut c);
                     c
                 })
             })

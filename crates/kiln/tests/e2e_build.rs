@@ -897,6 +897,10 @@ fn records_in_the_registry_skip_like_records_on_disk() {
         !dir.join(".kiln/store").exists(),
         "nothing recorded on disk"
     );
+    // A registry cannot create a tag only if it is absent: no claims, said
+    // once.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("cannot hold claims").count(), 1, "{err}");
     // Same inputs in another directory: only the registry knows the key.
     let other = workspace(&files);
     std::fs::copy(dir.join("a.txt"), other.join("a.txt")).unwrap();
@@ -2396,4 +2400,241 @@ fn records_live_with_the_bake_file_wherever_kiln_runs() {
     assert_eq!(target(&s, "a")["status"], "skipped", "{s}");
     assert!(!parent.join(".kiln").exists(), "no state in the parent");
     let _ = std::fs::remove_dir_all(&parent);
+}
+
+/// `kiln build ARGS` in `dir` started in its own process group, its
+/// stderr read line by line on a thread: the lines so far, and the child.
+struct Started {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Started {
+    fn spawn(dir: &Path, host: &str, args: &[&str], env: &[(&str, &str)]) -> Started {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.args(args)
+            .current_dir(dir)
+            .env("DOCKER_HOST", host)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().expect("run kiln");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err = child.stderr.take().unwrap();
+        let keep = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                keep.lock().unwrap().push(l);
+            }
+        });
+        Started {
+            child,
+            lines,
+            reader,
+        }
+    }
+
+    /// Waits up to `secs` for a stderr line containing `what`.
+    fn wait_for(&self, what: &str, secs: u64) -> bool {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < until {
+            if self.lines.lock().unwrap().iter().any(|l| l.contains(what)) {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        false
+    }
+
+    fn stderr(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Exit status, stdout, stderr.
+    fn finish(mut self) -> (std::process::ExitStatus, String, String) {
+        use std::io::Read;
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        self.reader.join().unwrap();
+        let err = self.lines.lock().unwrap().join("\n");
+        (status, out, err)
+    }
+}
+
+/// Cross-run deduplication on the twin: two runs started at once on one
+/// engine and one record store build every target once in total; the
+/// other run waits for the claimer (saying for whom) and skips.
+#[test]
+fn two_runs_of_the_twin_at_once_build_each_target_once() {
+    let Some((host, reg)) = engine() else { return };
+    let one = twin_copy();
+    touch_unique(
+        &one.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
+        "two runs at once",
+    );
+    let two = one.with_file_name(format!(
+        "{}-second",
+        one.file_name().unwrap().to_string_lossy()
+    ));
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&one)
+        .arg(&two)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let store = std::env::temp_dir().join(unique("kiln-claims-store-"));
+    let reg_var = format!("REGISTRY={reg}");
+    let store_s = store.display().to_string();
+    let args = [
+        "build",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--var",
+        &reg_var,
+        "--store",
+        &store_s,
+        "default",
+        "pytorch-run",
+    ];
+    let env = [("PIP_TOKEN", "claims-token"), ("KILN_CLAIM_TTL", "20")];
+    let a = Started::spawn(&one, &host, &args, &env);
+    let b = Started::spawn(&two, &host, &args, &env);
+    let (a, b) = (a.finish(), b.finish());
+    for (status, _, err) in [&a, &b] {
+        assert!(status.success(), "{err}");
+    }
+    let (sa, sb): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&a.1).unwrap(),
+        serde_json::from_str(&b.1).unwrap(),
+    );
+    let (oa, ob) = (outcomes(&sa), outcomes(&sb));
+    assert_eq!(oa.len(), 15, "{sa}");
+    let mut waited = 0;
+    for (name, (status_a, _)) in &oa {
+        let (status_b, reason_b) = &ob[name];
+        let built = [status_a, status_b]
+            .iter()
+            .filter(|s| s.as_str() == "built")
+            .count();
+        assert_eq!(
+            built, 1,
+            "{name} is built once in total: {status_a} / {status_b}\n{}\n{}",
+            a.2, b.2
+        );
+        let reason_a = &oa[name].1;
+        if reason_a.contains("while this run waited") || reason_b.contains("while this run waited")
+        {
+            waited += 1;
+        }
+    }
+    assert!(
+        waited > 0,
+        "the runs overlapped, so one waited for the other at least once\n{}\n{}",
+        a.2,
+        b.2
+    );
+    assert!(
+        a.2.contains("waiting for ") || b.2.contains("waiting for "),
+        "a waiting run says for whom"
+    );
+    let _ = std::fs::remove_dir_all(&two);
+    let _ = std::fs::remove_dir_all(&store);
+}
+
+/// A claimer that dies mid-build (its process group SIGKILLed: a machine
+/// lost) stops renewing its claim; the run waiting for it takes the build
+/// over after one lease and finishes it, and the next run skips. On every
+/// store that holds claims: a directory, S3, WebDAV.
+#[test]
+fn a_claim_whose_holder_died_is_taken_over() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let fs = std::env::temp_dir().join(unique("kiln-takeover-store-"));
+    let mut stores = vec![(fs.display().to_string(), Vars::new())];
+    stores.extend(
+        object_stores(&format!("takeover-{salt}"))
+            .into_iter()
+            .map(|(loc, writer, _)| (loc, writer)),
+    );
+    for (store, vars) in &stores {
+        take_over_on(&host, store, vars, &salt);
+    }
+    let _ = std::fs::remove_dir_all(&fs);
+}
+
+fn take_over_on(host: &str, store: &str, vars: &Vars, salt: &str) {
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"slow\" {\n  network = \"host\"\n}\n",
+        ),
+        (
+            "Dockerfile",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 8 && echo {salt} {store} > /slow\n"),
+        ),
+    ]);
+    let store_s = store.to_string();
+    let args = [
+        "build",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--store",
+        &store_s,
+        "slow",
+    ];
+    let mut env: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.push(("KILN_CLAIM_TTL", "3"));
+    let a = Started::spawn(&dir, host, &args, &env);
+    assert!(
+        a.wait_for("[slow] building", 60),
+        "the first run builds: {}",
+        a.stderr()
+    );
+    let b = Started::spawn(&dir, host, &args, &env);
+    assert!(
+        b.wait_for("waiting for ", 30),
+        "the second run waits: {}",
+        b.stderr()
+    );
+    // The claimer's machine is lost: its process group is killed.
+    let pgid = format!("-{}", a.child.id());
+    let k = Command::new("kill")
+        .args(["-s", "KILL", "--", &pgid])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let (_, _, a_err) = a.finish();
+    let (status, out, err) = b.finish();
+    assert!(status.success(), "{store}: {err}");
+    assert!(err.contains("taking the build over"), "{store}: {err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        target(&s, "slow")["status"],
+        "built",
+        "{store}: {s}\n{a_err}"
+    );
+    // Recorded: the next run skips without waiting.
+    let o = build_json(&dir, host, &["--store", &store_s, "slow"], &env);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    assert_eq!(target(&s, "slow")["status"], "skipped", "{store}: {s}");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("waiting for"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

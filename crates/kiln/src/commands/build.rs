@@ -127,6 +127,7 @@ impl Reporter for PlainReporter {
                 format!("warning: {message}")
             }
             Event::Warning { target, message } => format!("[{target}] warning: {message}"),
+            Event::Waiting { target, message } => format!("[{target}] {message}"),
             Event::Step {
                 target,
                 step,
@@ -299,6 +300,9 @@ impl Reporter for TtyReporter {
                 };
                 let _ = self.bars.println(line);
             }
+            Event::Waiting { target, message } => {
+                let _ = self.bars.println(format!("  {target}: {message}"));
+            }
             Event::Log { .. } | Event::Key { .. } => {}
         }
     }
@@ -398,7 +402,9 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
+    let claim_ttl = kiln_engine::claims::ttl_from_env().map_err(CliError::usage)?;
     let opts = RunOptions {
+        claim_ttl,
         run_id: run_id.clone(),
         nodes,
         placement,
