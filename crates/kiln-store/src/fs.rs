@@ -42,17 +42,46 @@ impl FsStore {
         let dir = path.parent().unwrap_or(&self.root);
         std::fs::create_dir_all(dir).map_err(|e| self.unavailable("creating a directory", e))?;
         sweep(dir);
-        let tmp = dir.join(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut f = std::fs::File::create(&tmp).map_err(|e| self.unavailable("writing", e))?;
+        // Writers in other containers sharing the directory may have the
+        // same pid: the name also has the time, and is created only if
+        // absent, so two writers never write one temporary file.
+        let (tmp, mut f) = loop {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let tmp = dir.join(format!(
+                ".tmp-{}-{nanos:x}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            match std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+            {
+                Ok(f) => break (tmp, f),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(self.unavailable("writing", e)),
+            }
+        };
         f.write_all(bytes).and_then(|_| f.sync_all()).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             self.unavailable("writing", e)
         })?;
         Ok(tmp)
+    }
+}
+
+/// Makes the directory entry of `path` durable (the file's content was
+/// synced before it was published): an acknowledged record survives a
+/// power loss. Best effort: a file system that cannot sync a directory
+/// loses nothing else by it.
+fn sync_dir(path: &Path) {
+    if let Some(dir) = path.parent()
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
     }
 }
 
@@ -102,7 +131,10 @@ impl Objects for FsStore {
         let r = std::fs::hard_link(&tmp, &path);
         let _ = std::fs::remove_file(&tmp);
         match r {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                sync_dir(&path);
+                Ok(true)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(self.unavailable(&format!("publishing {}", path.display()), e)),
         }
@@ -114,7 +146,9 @@ impl Objects for FsStore {
         std::fs::rename(&tmp, &path).map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             self.unavailable(&format!("publishing {}", path.display()), e)
-        })
+        })?;
+        sync_dir(&path);
+        Ok(())
     }
 
     fn exists(&self, name: &str) -> Result<bool, StoreError> {

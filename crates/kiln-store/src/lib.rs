@@ -77,11 +77,33 @@ pub struct Record {
     pub check: Option<String>,
 }
 
+/// The seal of a record document: `blake3` of its compact JSON without
+/// its `check` member, members in the document's own order. Computed over
+/// the document as read, members this version does not know included, so
+/// a record a newer kiln wrote with more fields verifies here (and is not
+/// taken for damage and overwritten).
+pub fn seal_of(doc: &serde_json::Value) -> String {
+    let mut bare = doc.clone();
+    if let serde_json::Value::Object(m) = &mut bare {
+        m.shift_remove("check");
+    }
+    digest(&serde_json::to_vec(&bare).unwrap_or_default())
+}
+
+/// Checks a record document against its seal, when it has one.
+pub fn verify_seal_of(doc: &serde_json::Value) -> Result<(), String> {
+    match doc.get("check") {
+        None | Some(serde_json::Value::Null) => Ok(()),
+        Some(serde_json::Value::String(c)) if *c == seal_of(doc) => Ok(()),
+        Some(c) => Err(format!(
+            "the record does not match its check {c} (it was changed after it was written)"
+        )),
+    }
+}
+
 impl Record {
     fn unsealed_digest(&self) -> String {
-        let mut bare = self.clone();
-        bare.check = None;
-        digest(&serde_json::to_vec(&bare).unwrap_or_default())
+        seal_of(&serde_json::to_value(self).unwrap_or_default())
     }
 
     /// The record with its [`Record::check`] set.
@@ -377,6 +399,53 @@ mod tests {
         // A directory that only looks like a registry, said so.
         let s = open("./127.0.0.1:5000/records", dir).unwrap();
         assert_eq!(s.location(), "/project/./127.0.0.1:5000/records");
+    }
+
+    fn a_record() -> Record {
+        Record {
+            format: FORMAT.into(),
+            key: "k1:00".into(),
+            target: "app".into(),
+            image_id: "sha256:11".into(),
+            image_ref: Some("kiln.local/app:11".into()),
+            digest: None,
+            tags: vec!["r/app:1".into()],
+            platform: Some("linux/amd64".into()),
+            built_at: "2026-12-02T10:00:00Z".into(),
+            node: "local".into(),
+            duration_s: 2.0,
+            steps_total: 3,
+            steps_cached: 1,
+            inputs_digest: "blake3:22".into(),
+            check: None,
+        }
+    }
+
+    /// A record a newer kiln wrote with a field this one does not know
+    /// verifies (it is not damage, so it is not overwritten); the seal
+    /// still covers that field; records sealed before the seal was taken
+    /// over the document verify as before.
+    #[test]
+    fn the_seal_covers_the_document_as_written() {
+        let sealed = serde_json::to_vec_pretty(&a_record().sealed()).unwrap();
+        assert!(objects::check_record(&sealed, Some("k1:00")).is_ok());
+        let mut doc = serde_json::to_value(a_record()).unwrap();
+        doc.as_object_mut().unwrap().insert(
+            "claimed_by".into(),
+            serde_json::json!({"run": "x", "n": 1.5}),
+        );
+        let check = seal_of(&doc);
+        doc.as_object_mut()
+            .unwrap()
+            .insert("check".into(), check.into());
+        let bytes = serde_json::to_vec_pretty(&doc).unwrap();
+        let r = objects::check_record(&bytes, Some("k1:00"));
+        assert_eq!(r, Ok(a_record()), "a newer record reads");
+        let text = String::from_utf8(bytes).unwrap();
+        let flipped = text.replace("\"run\": \"x\"", "\"run\": \"y\"");
+        assert_ne!(flipped, text);
+        let e = objects::check_record(flipped.as_bytes(), Some("k1:00")).unwrap_err();
+        assert!(e.contains("does not match its check"), "{e}");
     }
 
     #[test]

@@ -176,9 +176,14 @@ pub const PROBE_NAME: &str = "probe-v1/write";
 
 /// A record's bytes checked against what the protocol promises: readable,
 /// this format, this key. `Err` is why it is damaged.
-pub(crate) fn check_record(bytes: &[u8], key: Option<&str>) -> Result<Record, String> {
-    let record: Record =
+pub fn check_record(bytes: &[u8], key: Option<&str>) -> Result<Record, String> {
+    let doc: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| format!("the record is not readable ({e})"))?;
+    // The seal is checked on the document as written, unknown members
+    // included (a newer kiln's record is not damage).
+    crate::verify_seal_of(&doc)?;
+    let record: Record =
+        serde_json::from_value(doc).map_err(|e| format!("the record is not readable ({e})"))?;
     if record.format != FORMAT {
         return Err(format!(
             "record format {:?}, this kiln reads {FORMAT:?}",
@@ -190,7 +195,6 @@ pub(crate) fn check_record(bytes: &[u8], key: Option<&str>) -> Result<Record, St
     {
         return Err(format!("the record at key {k} names key {}", record.key));
     }
-    record.verify_seal()?;
     // The seal is the store's business: readers get the record as written.
     let mut record = record;
     record.check = None;

@@ -398,6 +398,13 @@ impl Inner {
             200 => Ok(Read::Found(a.body)),
             // NoSuchKey is a miss; NoSuchBucket is a store that is not there.
             404 if a.says() != "NoSuchBucket" => Ok(Read::Missing),
+            // S3 answers 403 instead of 404 for a key that is not there
+            // when the credentials lack s3:ListBucket: a miss cannot be
+            // told from a refusal, so say what to grant.
+            403 => Err(format!(
+                "{}; if they may read objects but not list the bucket, S3 answers 403 for every key that is not there: grant s3:ListBucket on the bucket so misses are told from refusals",
+                unexpected(&a, &what, CREDENTIALS)
+            )),
             _ => Err(unexpected(&a, &what, CREDENTIALS)),
         }
     }

@@ -290,6 +290,15 @@ fn outages(name: &'static str, upstream: &str, c: &mut Cases) {
         names(&g, &loc) && g.as_ref().is_err_and(|e| e.to_string().contains("403")),
         || format!("{g:?}"),
     );
+    if loc.starts_with("s3://") {
+        c.check(
+            name,
+            "a read refused by S3 says a missing s3:ListBucket turns misses into 403",
+            g.as_ref()
+                .is_err_and(|e| e.to_string().contains("s3:ListBucket")),
+            || format!("{g:?}"),
+        );
+    }
     let p = s.put(
         &record(&key(201), "out", "sha256:9999999999999999", &inputs),
         &inputs,
