@@ -1350,10 +1350,19 @@ async fn decide_and_build_once(
             inputs_digest: kiln_store::digest(&kiln_store::payload_bytes(&inputs)),
             check: None,
         };
-        if let Err(e) = store_call(&sh.opts.store, move |s| s.put(&record, &inputs, force)).await {
-            warn(format!(
+        match store_call(&sh.opts.store, move |s| s.put(&record, &inputs, force)).await {
+            Ok(_) => {}
+            // --require-store: a build that cannot be recorded stops the
+            // run, as a store that cannot be written does at its start.
+            Err(e) if sh.opts.require_store => {
+                return Err(EngineError::Store(format!(
+                    "target {}: the build succeeded but could not be recorded, and --require-store was given: {e}",
+                    spec.name
+                )));
+            }
+            Err(e) => warn(format!(
                 "the build succeeded but could not be recorded ({e}); the next run will build it again"
-            ));
+            )),
         }
     }
     Ok(Outcome::Built(built, pushed))

@@ -1121,6 +1121,49 @@ fn a_store_that_does_not_answer_is_a_miss_with_a_warning() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A store that takes the write probe but then refuses a record (here
+/// its `blobs-v1` is a file, so no payload can be written): the build's
+/// result stands with a warning that nothing was recorded; with
+/// `--require-store` the run stops with exit 3, naming the target.
+#[test]
+fn a_record_that_cannot_be_written_is_fatal_only_with_require_store() {
+    let Some((host, _)) = engine() else { return };
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"one\" {\n  network = \"host\"\n}\n",
+        ),
+        (
+            "Dockerfile",
+            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
+        ),
+        ("a.txt", "a\n"),
+    ]);
+    touch_unique(&dir.join("a.txt"), "unwritable record");
+    let store = dir.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(store.join("blobs-v1"), "not a directory\n").unwrap();
+    let store_s = store.display().to_string();
+    let o = build_json(&dir, &host, &["--store", &store_s, "one"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert_eq!(target(&summary(&o), "one")["status"], "built");
+    assert!(err.contains("could not be recorded"), "{err}");
+    let o = build_json(
+        &dir,
+        &host,
+        &["--store", &store_s, "--require-store", "one"],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("target one") && err.contains("--require-store") && err.contains(&store_s),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// SIGTERM (and SIGINT) during a build stops it: kiln exits 143 (130)
 /// within seconds, its `docker` child is gone, its temporary directories
 /// are removed and nothing is recorded (the next run builds the target).
