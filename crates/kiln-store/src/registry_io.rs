@@ -32,9 +32,12 @@ pub fn is_loopback(domain: &str) -> bool {
 }
 
 /// Runs a registry call, and again after 50 ms and 250 ms while the
-/// registry answers 5xx (not 501). Every call kiln makes is idempotent, and
-/// the distribution filesystem driver answers 500 to a tag read that races
-/// a write of the same tag.
+/// registry answers 5xx (not 501) or the connection breaks (not a
+/// timeout: a server that does not answer is not asked twice). Every call
+/// kiln makes is idempotent and starts over (an upload opens a new
+/// session), the distribution filesystem driver answers 500 to a tag read
+/// that races a write of the same tag, and an answer lost on the way back
+/// leaves a write made that the next try finds.
 pub async fn retry<T, F, Fut>(mut op: F) -> Result<T, OciDistributionError>
 where
     F: FnMut() -> Fut,
@@ -42,16 +45,17 @@ where
 {
     let mut delays = [50, 250].into_iter();
     loop {
-        match op().await {
-            Err(e @ OciDistributionError::ServerError { code, .. })
-                if (500..=599).contains(&code) && code != 501 =>
-            {
-                match delays.next() {
-                    Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-                    None => return Err(e),
-                }
+        let r = op().await;
+        let transient = match &r {
+            Err(OciDistributionError::ServerError { code, .. }) => {
+                (500..=599).contains(code) && *code != 501
             }
-            r => return r,
+            Err(OciDistributionError::RequestError(e)) => !e.is_timeout() && !e.is_builder(),
+            _ => false,
+        };
+        match (transient, delays.next()) {
+            (true, Some(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            _ => return r,
         }
     }
 }

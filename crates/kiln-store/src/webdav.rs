@@ -52,6 +52,11 @@ impl DavLocation {
             "webdavs" => "https",
             _ => return Err(bad("it does not start with webdav:// or webdavs://".into())),
         };
+        if rest.contains('#') {
+            return Err(bad(
+                "it has a '#': a URL fragment is never sent to the server, so the store would be another path; percent-encode it as %23 if the path has one".into(),
+            ));
+        }
         let (rest, query) = match rest.split_once('?') {
             Some((r, q)) => (r, Some(q)),
             None => (rest, None),
@@ -319,7 +324,13 @@ impl Inner {
 
     /// Moves the temporary file into place: `Ok(false)` when
     /// `overwrite` is off and `name` exists.
-    async fn publish(&self, tmp: &str, name: &str, overwrite: bool) -> Result<bool, String> {
+    async fn publish(
+        &self,
+        tmp: &str,
+        name: &str,
+        overwrite: bool,
+        bytes: &[u8],
+    ) -> Result<bool, String> {
         let (from, to) = (self.url(tmp), self.url(name));
         let what = format!("publishing {name}");
         let a = send(
@@ -336,6 +347,10 @@ impl Inner {
             Ok(a) => match a.status {
                 200 | 201 | 204 => Ok(true),
                 412 if !overwrite => Ok(false),
+                // The temporary file is gone: a MOVE that was made, whose
+                // answer was lost and which was sent again. What is at the
+                // name tells (this writer's bytes: published).
+                404 if matches!(self.get(name).await, Ok(Read::Found(b)) if b == bytes) => Ok(true),
                 _ => Err(unexpected(&a, &what, CREDENTIALS)),
             },
             Err(e) => Err(e),
@@ -350,7 +365,7 @@ impl Inner {
 
     async fn write(&self, name: &str, bytes: &[u8], overwrite: bool) -> Result<bool, String> {
         let tmp = self.upload(name, bytes).await?;
-        self.publish(&tmp, name, overwrite).await
+        self.publish(&tmp, name, overwrite, bytes).await
     }
 }
 
@@ -400,6 +415,7 @@ mod tests {
             ("webdav://h/a//b", "empty, . or .."),
             ("webdav://h/x?timeout=abc", "timeout=abc"),
             ("webdav://h/x?user=a", "unknown parameter"),
+            ("webdav://h/x#frag", "fragment is never sent"),
         ] {
             match DavLocation::parse(s) {
                 Err(StoreError::Invalid(m)) => {

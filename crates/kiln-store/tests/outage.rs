@@ -39,6 +39,10 @@ enum Mode {
     Status(u16),
     /// Answer the next request with this status, then forward.
     StatusOnce(u16),
+    /// Forward request by request; the first request with this method
+    /// reaches the server, but its answer is lost (the client's connection
+    /// is closed instead): a write that was made, unbeknown to the client.
+    LoseAnswerTo(&'static str),
 }
 
 struct Proxy {
@@ -86,6 +90,10 @@ impl Proxy {
                     Mode::Status(code) | Mode::StatusOnce(code) => {
                         std::thread::spawn(move || answer(conn, code));
                     }
+                    Mode::LoseAnswerTo(method) => {
+                        let m = m.clone();
+                        std::thread::spawn(move || lose_answer(conn, upstream, method, &m));
+                    }
                 }
             }
         });
@@ -114,6 +122,66 @@ fn pipe(a: TcpStream, b: TcpStream) {
     };
     copy(a, b2);
     copy(b, a2);
+}
+
+/// Reads one HTTP message (head and a `Content-Length` body) from `from`;
+/// `None` at the end of the stream.
+fn read_message(from: &mut TcpStream, head_only_body: bool) -> Option<Vec<u8>> {
+    let mut msg = Vec::new();
+    let mut buf = [0u8; 1];
+    while !msg.ends_with(b"\r\n\r\n") {
+        match from.read(&mut buf) {
+            Ok(1) => msg.push(buf[0]),
+            _ => return None,
+        }
+    }
+    let head = String::from_utf8_lossy(&msg).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    if !head_only_body {
+        let mut body = vec![0u8; len];
+        from.read_exact(&mut body).ok()?;
+        msg.extend(body);
+    }
+    Some(msg)
+}
+
+/// [`Mode::LoseAnswerTo`] on one connection.
+fn lose_answer(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    method: &'static str,
+    mode: &Mutex<Mode>,
+) {
+    let Ok(mut up) = TcpStream::connect(upstream) else {
+        return;
+    };
+    let _ = client.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = up.set_read_timeout(Some(Duration::from_secs(10)));
+    while let Some(req) = read_message(&mut client, false) {
+        let is_it = req.starts_with(format!("{method} ").as_bytes());
+        let head_request = req.starts_with(b"HEAD ");
+        if up.write_all(&req).is_err() {
+            return;
+        }
+        let Some(resp) = read_message(&mut up, head_request) else {
+            return;
+        };
+        let mut g = mode.lock().unwrap();
+        if is_it && *g == Mode::LoseAnswerTo(method) {
+            // Made, answer lost; from now on, everything passes.
+            *g = Mode::Pass;
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        drop(g);
+        if client.write_all(&resp).is_err() {
+            return;
+        }
+    }
 }
 
 /// Reads one request head and answers `code` with an empty body.
@@ -311,6 +379,28 @@ fn outages(name: &'static str, upstream: &str, c: &mut Cases) {
         || format!("{p:?}"),
     );
     proxy.set(Mode::Pass);
+    // A write that reached the server but whose answer was lost is asked
+    // again: a WebDAV MOVE that finds its temporary file gone looks at
+    // what it published; every back end acknowledges the record it made.
+    let lost = if name == "webdav" { "MOVE" } else { "PUT" };
+    let k3 = key(202);
+    let r3 = record(&k3, "lost", "sha256:7777777777777777", &inputs);
+    proxy.set(Mode::LoseAnswerTo(lost));
+    let p = s.put(&r3, &inputs, true);
+    proxy.set(Mode::Pass);
+    c.check(
+        name,
+        "a forced write whose answer was lost is acknowledged",
+        p.is_ok(),
+        || format!("{p:?}"),
+    );
+    let g = s.get(&k3);
+    c.check(
+        name,
+        "the record whose answer was lost reads back",
+        matches!(&g, Ok(Lookup::Hit(e)) if e.record.image_id == r3.image_id),
+        || format!("{g:?}"),
+    );
 }
 
 /// The writer a killed-writer case runs in a child process (this test
