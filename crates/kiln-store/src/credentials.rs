@@ -104,24 +104,53 @@ pub fn from_config(
     None
 }
 
+/// How long a credential helper may take: one that waits for a desktop
+/// prompt or a locked keyring must not hang the run.
+const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Asks `docker-credential-<name>` for `server`'s login (the helper
 /// protocol: the server on stdin, `{"Username", "Secret"}` on stdout). A
-/// helper that is missing, fails or knows nothing is no login.
+/// helper that is missing, fails, knows nothing or does not answer within
+/// [`HELPER_TIMEOUT`] (it is killed) is no login.
 pub fn run_helper(name: &str, server: &str) -> Option<Login> {
-    use std::io::Write;
-    let mut child = std::process::Command::new(format!("docker-credential-{name}"))
+    run_helper_bounded(&format!("docker-credential-{name}"), server, HELPER_TIMEOUT)
+}
+
+fn run_helper_bounded(program: &str, server: &str, bound: std::time::Duration) -> Option<Login> {
+    use std::io::{Read, Write};
+    let mut child = std::process::Command::new(program)
         .arg("get")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .ok()?;
-    child.stdin.take()?.write_all(server.as_bytes()).ok()?;
-    let out = child.wait_with_output().ok()?;
-    if !out.status.success() {
+    let _ = child
+        .stdin
+        .take()
+        .map(|mut i| i.write_all(server.as_bytes()));
+    // Its answer is small (far below a pipe's buffer): wait for the exit,
+    // then read it.
+    let until = std::time::Instant::now() + bound;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    if !status.success() {
         return None;
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    let mut stdout = Vec::new();
+    child.stdout.take()?.read_to_end(&mut stdout).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&stdout).ok()?;
     Some((
         v.get("Username")?.as_str()?.to_string(),
         v.get("Secret")?.as_str()?.to_string(),
@@ -183,6 +212,40 @@ mod tests {
             Some(("desktop".into(), "https://index.docker.io/v1/".into()))
         );
         assert_eq!(from_config("not json", "ghcr.io", helper), None);
+    }
+
+    #[test]
+    fn a_helper_that_does_not_answer_is_killed_and_no_login() {
+        let dir = std::env::temp_dir().join(format!("kiln-cred-helper-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let slow = dir.join("docker-credential-slow");
+        std::fs::write(&slow, "#!/bin/sh\nexec sleep 30\n").unwrap();
+        let ok = dir.join("docker-credential-ok");
+        std::fs::write(
+            &ok,
+            "#!/bin/sh\nread server\necho \"{\\\"Username\\\": \\\"u\\\", \\\"Secret\\\": \\\"$server\\\"}\"\n",
+        )
+        .unwrap();
+        for f in [&slow, &ok] {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let bound = std::time::Duration::from_millis(300);
+        let t0 = std::time::Instant::now();
+        assert_eq!(
+            run_helper_bounded(slow.to_str().unwrap(), "r.example", bound),
+            None
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert_eq!(
+            run_helper_bounded(ok.to_str().unwrap(), "r.example\n", bound),
+            Some(("u".into(), "r.example".into()))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
