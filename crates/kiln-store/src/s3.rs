@@ -244,7 +244,7 @@ impl S3Store {
         let endpoint = aws
             .endpoint
             .clone()
-            .unwrap_or_else(|| format!("https://{}.s3.{}.amazonaws.com", loc.bucket, aws.region));
+            .unwrap_or_else(|| aws_endpoint(&loc.bucket, &aws.region));
         let invalid = |why: String| {
             StoreError::Invalid(format!(
                 "S3 location {location:?}: the endpoint {endpoint:?} {why} (set AWS_ENDPOINT_URL to http(s)://HOST[:PORT])"
@@ -256,8 +256,10 @@ impl S3Store {
         if !matches!(base.scheme(), "http" | "https") || base.host_str().is_none() {
             return Err(invalid("is not an http(s) URL with a host".into()));
         }
-        if aws.endpoint.is_some() {
-            // A custom endpoint: path style, ENDPOINT/BUCKET/KEY.
+        if aws.endpoint.is_some() || loc.bucket.contains('.') {
+            // A custom endpoint, or a bucket with a dot (AWS's certificate
+            // for *.s3.REGION.amazonaws.com covers no dotted name): path
+            // style, ENDPOINT/BUCKET/KEY.
             base.path_segments_mut()
                 .map_err(|()| invalid("cannot take a path".into()))?
                 .pop_if_empty()
@@ -298,6 +300,31 @@ impl S3Store {
     }
 }
 
+/// AWS's endpoint for `bucket`: virtual-host style
+/// (`BUCKET.s3.REGION.amazonaws.com`), or the regional endpoint for path
+/// style when the bucket name has a dot.
+fn aws_endpoint(bucket: &str, region: &str) -> String {
+    if bucket.contains('.') {
+        format!("https://s3.{region}.amazonaws.com")
+    } else {
+        format!("https://{bucket}.s3.{region}.amazonaws.com")
+    }
+}
+
+/// RFC 3986 percent-encoding of everything but the unreserved characters,
+/// as SigV4's canonical URI has it.
+fn sigv4_encode(seg: &str) -> String {
+    let mut out = String::with_capacity(seg.len());
+    for b in seg.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 enum Put {
     Created,
     Exists,
@@ -310,12 +337,19 @@ impl Inner {
         format!("{}{name}", self.prefix)
     }
 
-    /// The object's URL, each segment of its key percent-encoded.
+    /// The object's URL, each segment of its key percent-encoded as SigV4
+    /// encodes it (everything but `A-Za-z0-9-._~`): the path the server
+    /// sees is then the path that was signed, whatever characters the
+    /// prefix has (a URL path may carry `+=@:!$&,;*()'` unencoded, and
+    /// S3 would sign those encoded).
     fn url(&self, key: &str) -> url::Url {
         let mut u = self.base.clone();
-        if let Ok(mut segs) = u.path_segments_mut() {
-            segs.pop_if_empty().extend(key.split('/'));
+        let mut path = u.path().trim_end_matches('/').to_string();
+        for seg in key.split('/') {
+            path.push('/');
+            path.push_str(&sigv4_encode(seg));
         }
+        u.set_path(&path);
         u
     }
 
@@ -562,6 +596,32 @@ mod tests {
         // Nothing anywhere: anonymous, us-east-1.
         let s = AwsSettings::resolve(env(&[]), None, None);
         assert_eq!((s.key, s.region.as_str()), (None, "us-east-1"));
+    }
+
+    #[test]
+    fn object_urls_are_signed_as_sent() {
+        let aws = |endpoint: Option<&str>| AwsSettings {
+            endpoint: endpoint.map(String::from),
+            region: "eu-west-1".into(),
+            key: None,
+        };
+        let s = S3Store::with_settings("s3://ci-cache/a+b=c@d:e!(f)*,;'g~h", aws(None)).unwrap();
+        let u = s.inner.url(&s.inner.key("records-v1/ab/k1_00.json"));
+        assert_eq!(
+            u.as_str(),
+            "https://ci-cache.s3.eu-west-1.amazonaws.com/a%2Bb%3Dc%40d%3Ae%21%28f%29%2A%2C%3B%27g~h/records-v1/ab/k1_00.json"
+        );
+        // A dotted bucket: path style on the regional endpoint.
+        let s = S3Store::with_settings("s3://ci.cache.example/p", aws(None)).unwrap();
+        assert_eq!(
+            s.inner.url(&s.inner.key("x")).as_str(),
+            "https://s3.eu-west-1.amazonaws.com/ci.cache.example/p/x"
+        );
+        let s = S3Store::with_settings("s3://bkt/p", aws(Some("http://127.0.0.1:9000/"))).unwrap();
+        assert_eq!(
+            s.inner.url(&s.inner.key("x")).as_str(),
+            "http://127.0.0.1:9000/bkt/p/x"
+        );
     }
 
     #[test]

@@ -104,7 +104,12 @@ pub fn s3_backend() -> Option<Backend> {
         "scripts/store-servers up sets them",
     )
     .map(|v| <[String; 4]>::try_from(v).unwrap())?;
-    let location = format!("s3://{bucket}/{}", unique("matrix"));
+    // Characters a path may hold unencoded but SigV4 encodes: the
+    // signature must cover the path the server sees.
+    let location = format!(
+        "s3://{bucket}/{}/a+b=c@d:e!f$g&h,i;j*k(l)'m~n",
+        unique("matrix")
+    );
     let settings = move |who: &str| {
         let (k, s) = pair(who);
         AwsSettings {
