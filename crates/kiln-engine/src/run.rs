@@ -985,7 +985,12 @@ async fn process(
         read_bytes: keyed.stats.read_bytes,
     });
     let mut jobs = None;
-    let outcome = decide_and_build(sh, node, spec, &keyed, hand_over, rebuilt, &mut jobs).await;
+    let mut side = ClaimSide::default();
+    let outcome = decide_and_build(
+        sh, node, spec, &keyed, hand_over, rebuilt, &mut jobs, &mut side,
+    )
+    .await;
+    let outcome = side.finish(outcome).await;
     (outcome, Some(keyed), jobs)
 }
 
@@ -1059,41 +1064,28 @@ struct ClaimSide {
     waited: Option<(String, Duration)>,
 }
 
-async fn decide_and_build(
-    sh: &Shared,
-    node: &Node,
-    spec: &BuildSpec,
-    keyed: &Keyed,
-    hand_over: &BTreeMap<String, String>,
-    rebuilt: &[String],
-    handed_jobs: &mut Option<u32>,
-) -> Result<Outcome, EngineError> {
-    let mut side = ClaimSide::default();
-    let mut r = decide_and_build_once(
-        sh,
-        node,
-        spec,
-        keyed,
-        hand_over,
-        rebuilt,
-        handed_jobs,
-        &mut side,
-    )
-    .await;
-    if let (Ok(Outcome::Skipped { reason, .. }), Some((holder, waited))) = (&mut r, &side.waited) {
-        reason.push_str(&format!(
-            "; built by {holder} while this run waited {:.0} s",
-            waited.as_secs_f64()
-        ));
+impl ClaimSide {
+    /// Ends this run's claim by the outcome (`done` when built, else
+    /// `failed`: a waiter builds it), and tells in a skip's reason whom
+    /// this run waited for.
+    async fn finish(mut self, mut r: Result<Outcome, EngineError>) -> Result<Outcome, EngineError> {
+        if let (Ok(Outcome::Skipped { reason, .. }), Some((holder, waited))) =
+            (&mut r, &self.waited)
+        {
+            reason.push_str(&format!(
+                "; built by {holder} while this run waited {:.0} s",
+                waited.as_secs_f64()
+            ));
+        }
+        if let Some(h) = self.holding.take() {
+            let state = match &r {
+                Ok(Outcome::Built(..)) => kiln_store::ClaimState::Done,
+                _ => kiln_store::ClaimState::Failed,
+            };
+            h.end(state).await;
+        }
+        r
     }
-    if let Some(h) = side.holding.take() {
-        let state = match &r {
-            Ok(Outcome::Built(..)) => kiln_store::ClaimState::Done,
-            _ => kiln_store::ClaimState::Failed,
-        };
-        h.end(state).await;
-    }
-    r
 }
 
 /// Claims `key` for this build, or waits for the run that holds it
@@ -1147,7 +1139,7 @@ async fn claim(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn decide_and_build_once(
+async fn decide_and_build(
     sh: &Shared,
     node: &Node,
     spec: &BuildSpec,

@@ -324,13 +324,7 @@ fn unreachable_engine_is_exit_3_with_a_hint() {
 #[test]
 fn dockerfile_syntax_errors_name_file_and_line() {
     let Some((host, _)) = engine() else { return };
-    let dir = workspace(&[
-        (
-            "docker-bake.hcl",
-            "target \"bad\" {\n  network = \"host\"\n}\n",
-        ),
-        ("Dockerfile", "FROM kiln/busybox:latest\nCOPYY a b\n"),
-    ]);
+    let dir = one_target("bad", "FROM kiln/busybox:latest\nCOPYY a b\n", &[]);
     let o = kiln(&dir, &host, &["build", "--progress", "plain", "bad"], &[]);
     assert_eq!(o.status.code(), Some(1));
     let e = String::from_utf8_lossy(&o.stderr);
@@ -428,13 +422,9 @@ const NIXL_CONSUMERS: [&str; 2] = ["lmcache", "vllm"];
 #[test]
 fn the_twin_skips_by_key_rebuilds_exactly_what_changed_and_explains_why() {
     let Some((host, reg)) = engine() else { return };
-    let dir = twin_copy();
     // Unique images for this test: other tests build the twin concurrently
     // on the same engine, and this one deletes an image.
-    touch_unique(
-        &dir.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
-        "unique to a test",
-    );
+    let dir = unique_twin("unique to a test");
     let env = [("PIP_TOKEN", "twin-e2e-token")];
     let reg_var = format!("REGISTRY={reg}");
     let build = |progress: &str| {
@@ -875,20 +865,10 @@ target "app" {
 fn records_in_the_registry_skip_like_records_on_disk() {
     let Some((host, reg)) = engine() else { return };
     let salt = unique("");
-    let files = [
-        (
-            "docker-bake.hcl",
-            "target \"one\" {\n  network = \"host\"\n}\n",
-        ),
-        (
-            "Dockerfile",
-            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
-        ),
-        ("a.txt", "a\n"),
-    ];
+    let files = || one_target("one", COPY_A, &[("a.txt", "a\n")]);
     let store = format!("oci://{reg}/kiln-e2e/records-{salt}");
     let env = [("KILN_STORE", store.as_str())];
-    let dir = workspace(&files);
+    let dir = files();
     touch_unique(&dir.join("a.txt"), "registry records");
     let o = build_json(&dir, &host, &["one"], &env);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -902,7 +882,7 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("cannot hold claims").count(), 1, "{err}");
     // Same inputs in another directory: only the registry knows the key.
-    let other = workspace(&files);
+    let other = files();
     std::fs::copy(dir.join("a.txt"), other.join("a.txt")).unwrap();
     let o = build_json(&other, &host, &["one"], &env);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -915,6 +895,21 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&other);
 }
+
+/// A project of one target `name` (host network) built from `dockerfile`,
+/// with `files` beside it.
+fn one_target(name: &str, dockerfile: &str, files: &[(&str, &str)]) -> PathBuf {
+    let bake = format!("target \"{name}\" {{\n  network = \"host\"\n}}\n");
+    let mut all = vec![
+        ("docker-bake.hcl", bake.as_str()),
+        ("Dockerfile", dockerfile),
+    ];
+    all.extend_from_slice(files);
+    workspace(&all)
+}
+
+/// A Dockerfile that copies `a.txt` into the image.
+const COPY_A: &str = "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n";
 
 /// Environment variables given to kiln.
 type Vars = Vec<(String, String)>;
@@ -987,17 +982,7 @@ fn object_stores(salt: &str) -> Vec<(String, Vars, Vars)> {
 fn object_store_records_skip_and_a_read_only_store_is_never_silent() {
     let Some((host, _)) = engine() else { return };
     let salt = unique("");
-    let files = [
-        (
-            "docker-bake.hcl",
-            "target \"one\" {\n  network = \"host\"\n}\n",
-        ),
-        (
-            "Dockerfile",
-            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
-        ),
-        ("a.txt", "a\n"),
-    ];
+    let files = || one_target("one", COPY_A, &[("a.txt", "a\n")]);
     for (store, writer, reader) in object_stores(&salt) {
         let with = |creds: &[(String, String)]| -> Vec<(String, String)> {
             let mut e = creds.to_vec();
@@ -1012,7 +997,7 @@ fn object_store_records_skip_and_a_read_only_store_is_never_silent() {
             args.extend_from_slice(extra);
             build_json(dir, &host, &args, &env)
         };
-        let dir = workspace(&files);
+        let dir = files();
         touch_unique(&dir.join("a.txt"), &format!("object store {store}"));
         let o = run(&dir, &writer, &[]);
         assert!(
@@ -1026,7 +1011,7 @@ fn object_store_records_skip_and_a_read_only_store_is_never_silent() {
             "{store}: nothing on disk"
         );
         // The same inputs elsewhere: only the store knows the key.
-        let other = workspace(&files);
+        let other = files();
         std::fs::copy(dir.join("a.txt"), other.join("a.txt")).unwrap();
         let o = run(&other, &writer, &[]);
         assert!(
@@ -1128,17 +1113,11 @@ fn a_store_that_does_not_answer_is_a_miss_with_a_warning() {
 #[test]
 fn a_record_that_cannot_be_written_is_fatal_only_with_require_store() {
     let Some((host, _)) = engine() else { return };
-    let dir = workspace(&[
-        (
-            "docker-bake.hcl",
-            "target \"one\" {\n  network = \"host\"\n}\n",
-        ),
-        (
-            "Dockerfile",
-            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
-        ),
-        ("a.txt", "a\n"),
-    ]);
+    let dir = one_target(
+        "one",
+        "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
+        &[("a.txt", "a\n")],
+    );
     touch_unique(&dir.join("a.txt"), "unwritable record");
     let store = dir.join("store");
     std::fs::create_dir_all(&store).unwrap();
@@ -1175,13 +1154,7 @@ fn a_signal_stops_the_build_records_nothing_and_leaves_nothing() {
         let step = format!("{salt}-{signal}");
         let dockerfile =
             format!("FROM kiln/busybox:latest\nRUN echo {step} && sleep 120 && echo {step}-done\n");
-        let dir = workspace(&[
-            (
-                "docker-bake.hcl",
-                "target \"slow\" {\n  network = \"host\"\n}\n",
-            ),
-            ("Dockerfile", &dockerfile),
-        ]);
+        let dir = one_target("slow", &dockerfile, &[]);
         let mut child = Command::new(env!("CARGO_BIN_EXE_kiln"))
             .args(["build", "--progress", "plain", "slow"])
             .current_dir(&dir)
@@ -1445,16 +1418,11 @@ fn a_private_registry_is_read_with_the_docker_login() {
 #[test]
 fn an_unpinned_add_is_always_built() {
     let Some((host, reg)) = engine() else { return };
-    let dir = workspace(&[
-        (
-            "docker-bake.hcl",
-            "target \"dl\" {\n  network = \"host\"\n}\n",
-        ),
-        (
-            "Dockerfile",
-            &format!("FROM kiln/busybox:latest\nADD http://{reg}/v2/ /v2.json\n"),
-        ),
-    ]);
+    let dir = one_target(
+        "dl",
+        &format!("FROM kiln/busybox:latest\nADD http://{reg}/v2/ /v2.json\n"),
+        &[],
+    );
     for run in 0..2 {
         let o = build_json(&dir, &host, &["dl"], &[]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1514,13 +1482,7 @@ fn a_registry_base_image_is_keyed_and_built_by_digest() {
     let salt = unique("");
     let base = format!("{reg}/kiln-e2e/regbase-{salt}:1");
     publish_only_in_registry(&host, &base, &format!("one-{salt}"));
-    let dir = workspace(&[
-        (
-            "docker-bake.hcl",
-            "target \"x\" {\n  network = \"host\"\n}\n",
-        ),
-        ("Dockerfile", &format!("FROM {base}\nRUN cat /salt > /x\n")),
-    ]);
+    let dir = one_target("x", &format!("FROM {base}\nRUN cat /salt > /x\n"), &[]);
     let o = build_json(&dir, &host, &["x"], &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let first = summary(&o);
@@ -2118,11 +2080,7 @@ enum Lose {
 
 fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str], lose: Lose) {
     let host = host.to_string();
-    let dir = twin_copy();
-    touch_unique(
-        &dir.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
-        "fleet run",
-    );
+    let dir = unique_twin("fleet run");
     let env = [("PIP_TOKEN", "fleet-token")];
     let mut args = vec!["build", "--fleet", fleet];
     args.extend_from_slice(extra);
@@ -2526,11 +2484,7 @@ impl Started {
 #[test]
 fn two_runs_of_the_twin_at_once_build_each_target_once() {
     let Some((host, reg)) = engine() else { return };
-    let one = twin_copy();
-    touch_unique(
-        &one.join("src/rocm-runtime/sdk/lib/libamdhip64.so"),
-        "two runs at once",
-    );
+    let one = unique_twin("two runs at once");
     let two = one.with_file_name(format!(
         "{}-second",
         one.file_name().unwrap().to_string_lossy()
@@ -2625,16 +2579,11 @@ fn a_claim_whose_holder_died_is_taken_over() {
 }
 
 fn take_over_on(host: &str, store: &str, vars: &Vars, salt: &str) {
-    let dir = workspace(&[
-        (
-            "docker-bake.hcl",
-            "target \"slow\" {\n  network = \"host\"\n}\n",
-        ),
-        (
-            "Dockerfile",
-            &format!("FROM kiln/busybox:latest\nRUN sleep 8 && echo {salt} {store} > /slow\n"),
-        ),
-    ]);
+    let dir = one_target(
+        "slow",
+        &format!("FROM kiln/busybox:latest\nRUN sleep 8 && echo {salt} {store} > /slow\n"),
+        &[],
+    );
     let store_s = store.to_string();
     let args = [
         "build",

@@ -60,6 +60,32 @@ fn cache_exports(t: &serde_json::Value) -> Vec<&serde_json::Value> {
         .collect()
 }
 
+/// kiln commands on one buildx builder for one project, with its `--var`s.
+struct Bx<'a> {
+    dir: &'a Path,
+    host: &'a str,
+    config: &'a str,
+    builder: &'a str,
+    vars: [String; 2],
+}
+
+impl Bx<'_> {
+    /// `kiln CMD --driver buildx --builder B [--progress plain] --format
+    /// json --var ... EXTRA...`.
+    fn run(&self, cmd: &str, extra: &[&str]) -> Output {
+        let mut a = vec![cmd, "--driver", "buildx", "--builder", self.builder];
+        if cmd == "build" {
+            a.extend(["--progress", "plain"]);
+        }
+        a.extend(["--format", "json"]);
+        for v in &self.vars {
+            a.extend(["--var", v.as_str()]);
+        }
+        a.extend_from_slice(extra);
+        kiln_bx(self.dir, self.host, self.config, &a, &[])
+    }
+}
+
 fn ok(o: &Output) {
     assert!(
         o.status.success(),
@@ -690,23 +716,14 @@ fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
     // The base image comes from the registry: a builder without an image
     // store has nowhere else to get it.
     let dir = fixture_from(&salt, &format!("{reg}/kiln/busybox:latest"));
-    let vars = [
-        "--var",
-        &format!("REG={reg}"),
-        "--var",
-        &format!("U={salt}"),
-    ]
-    .map(String::from);
-    let run = |cmd: &str, extra: &[&str]| {
-        let mut a = vec![cmd, "--driver", "buildx", "--builder", &remote];
-        if cmd == "build" {
-            a.extend(["--progress", "plain"]);
-        }
-        a.extend(["--format", "json"]);
-        a.extend(vars.iter().map(String::as_str));
-        a.extend_from_slice(extra);
-        kiln_bx(&dir, &host, &config, &a, &[])
+    let bx = Bx {
+        dir: &dir,
+        host: &host,
+        config: &config,
+        builder: &remote,
+        vars: [format!("REG={reg}"), format!("U={salt}")],
     };
+    let run = |cmd: &str, extra: &[&str]| bx.run(cmd, extra);
 
     // Not pushed (no tags): refused before anything builds, saying what
     // to do.
@@ -1007,23 +1024,14 @@ fn a_multi_platform_target_is_one_index_keyed_and_skipped_by_all_its_platforms()
             ("src/arm64.txt", &format!("arm64 {salt}\n")),
             ("extra.txt", "extra\n"),
         ]);
-        let vars = [
-            "--var",
-            &format!("REG={reg}"),
-            "--var",
-            &format!("U={salt}"),
-        ]
-        .map(String::from);
-        let run = |cmd: &str, extra: &[&str]| {
-            let mut a = vec![cmd, "--driver", "buildx", "--builder", &builder];
-            if cmd == "build" {
-                a.extend(["--progress", "plain"]);
-            }
-            a.extend(["--format", "json"]);
-            a.extend(vars.iter().map(String::as_str));
-            a.extend_from_slice(extra);
-            kiln_bx(&dir, &host, &config, &a, &[])
+        let bx = Bx {
+            dir: &dir,
+            host: &host,
+            config: &config,
+            builder: &builder,
+            vars: [format!("REG={reg}"), format!("U={salt}")],
         };
+        let run = |cmd: &str, extra: &[&str]| bx.run(cmd, extra);
         let repo = |n: &str| format!("e2e-mp-{salt}/{n}");
 
         // Pushed nowhere: refused, saying what to do.

@@ -291,6 +291,15 @@ pub mod e2e {
         dst
     }
 
+    /// A copy of the twin whose root input is unique to this call, so
+    /// that every image it builds is new (tests build the twin side by
+    /// side on one engine).
+    pub fn unique_twin(what: &str) -> PathBuf {
+        let dir = twin_copy();
+        touch_unique(&dir.join("src/rocm-runtime/sdk/lib/libamdhip64.so"), what);
+        dir
+    }
+
     /// Appends a line that is unique to this test run to a file.
     pub fn touch_unique(path: &Path, what: &str) {
         let mut text = std::fs::read_to_string(path).unwrap();
