@@ -37,6 +37,38 @@ pub(crate) fn timeout_option(query: Option<&str>, expected: &str) -> Result<Dura
 }
 
 /// An HTTP client on a worker thread, for one store.
+/// What an HTTP store holds: its async state (used on the worker) and its
+/// client and worker. The S3 and WebDAV stores are each one of these.
+pub(crate) struct Remote<I> {
+    pub inner: std::sync::Arc<I>,
+    pub http: Http,
+}
+
+impl<I: Send + Sync + 'static> Remote<I> {
+    /// Runs an operation on the worker; its error is the store being
+    /// unavailable, named by its location.
+    pub(crate) fn run<T: Send + 'static, F>(
+        &self,
+        f: impl FnOnce(std::sync::Arc<I>) -> F,
+    ) -> Result<T, StoreError>
+    where
+        F: std::future::Future<Output = Result<T, String>> + Send + 'static,
+    {
+        let fut = f(self.inner.clone());
+        let location = self.http.location.clone();
+        self.http.call(async move {
+            fut.await
+                .map_err(|detail| StoreError::Unavailable { location, detail })
+        })
+    }
+
+    pub(crate) fn debug(&self, name: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(name)
+            .field("location", &self.http.location)
+            .finish()
+    }
+}
+
 pub(crate) struct Http {
     pub client: reqwest::Client,
     worker: Worker,

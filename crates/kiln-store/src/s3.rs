@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::StoreError;
-use crate::http::{Http, send, timeout_option, unexpected};
+use crate::http::{Http, Remote, send, timeout_option, unexpected};
 use crate::objects::{Objects, Read};
 
 const EXPECTED: &str = "expected s3://BUCKET[/PREFIX][?timeout=SECONDS], e.g. s3://ci-cache/kiln (endpoint, region and credentials come from the AWS_* environment or ~/.aws)";
@@ -209,8 +209,7 @@ impl AwsSettings {
 
 /// A record store in an S3 bucket.
 pub struct S3Store {
-    inner: Arc<Inner>,
-    http: Http,
+    remote: Remote<Inner>,
 }
 
 struct Inner {
@@ -224,9 +223,7 @@ struct Inner {
 
 impl std::fmt::Debug for S3Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("S3Store")
-            .field("location", &self.http.location)
-            .finish()
+        self.remote.debug("S3Store", f)
     }
 }
 
@@ -276,26 +273,16 @@ impl S3Store {
         };
         let http = Http::new(shown, loc.timeout)?;
         Ok(S3Store {
-            inner: Arc::new(Inner {
-                client: http.client.clone(),
-                base,
-                region: aws.region,
-                credentials,
-                prefix: loc.prefix,
-            }),
-            http,
-        })
-    }
-
-    fn run<T: Send + 'static, F>(&self, f: impl FnOnce(Arc<Inner>) -> F) -> Result<T, StoreError>
-    where
-        F: std::future::Future<Output = Result<T, String>> + Send + 'static,
-    {
-        let fut = f(self.inner.clone());
-        let location = self.http.location.clone();
-        self.http.call(async move {
-            fut.await
-                .map_err(|detail| StoreError::Unavailable { location, detail })
+            remote: Remote {
+                inner: Arc::new(Inner {
+                    client: http.client.clone(),
+                    base,
+                    region: aws.region,
+                    credentials,
+                    prefix: loc.prefix,
+                }),
+                http,
+            },
         })
     }
 }
@@ -499,27 +486,29 @@ impl Inner {
 
 impl Objects for S3Store {
     fn shown(&self) -> String {
-        self.http.location.clone()
+        self.remote.http.location.clone()
     }
 
     fn read(&self, name: &str) -> Result<Read, StoreError> {
         let name = name.to_string();
-        self.run(|i| async move { i.get(&name).await })
+        self.remote.run(|i| async move { i.get(&name).await })
     }
 
     fn create(&self, name: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         let (name, bytes) = (name.to_string(), bytes.to_vec());
-        self.run(|i| async move { i.create(&name, &bytes).await })
+        self.remote
+            .run(|i| async move { i.create(&name, &bytes).await })
     }
 
     fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let (name, bytes) = (name.to_string(), bytes.to_vec());
-        self.run(|i| async move { i.put(&name, &bytes, false).await.map(|_| ()) })
+        self.remote
+            .run(|i| async move { i.put(&name, &bytes, false).await.map(|_| ()) })
     }
 
     fn exists(&self, name: &str) -> Result<bool, StoreError> {
         let name = name.to_string();
-        self.run(|i| async move { i.head(&name).await })
+        self.remote.run(|i| async move { i.head(&name).await })
     }
 }
 
@@ -606,7 +595,10 @@ mod tests {
             key: None,
         };
         let s = S3Store::with_settings("s3://ci-cache/a+b=c@d:e!(f)*,;'g~h", aws(None)).unwrap();
-        let u = s.inner.url(&s.inner.key("records-v1/ab/k1_00.json"));
+        let u = s
+            .remote
+            .inner
+            .url(&s.remote.inner.key("records-v1/ab/k1_00.json"));
         assert_eq!(
             u.as_str(),
             "https://ci-cache.s3.eu-west-1.amazonaws.com/a%2Bb%3Dc%40d%3Ae%21%28f%29%2A%2C%3B%27g~h/records-v1/ab/k1_00.json"
@@ -614,12 +606,12 @@ mod tests {
         // A dotted bucket: path style on the regional endpoint.
         let s = S3Store::with_settings("s3://ci.cache.example/p", aws(None)).unwrap();
         assert_eq!(
-            s.inner.url(&s.inner.key("x")).as_str(),
+            s.remote.inner.url(&s.remote.inner.key("x")).as_str(),
             "https://s3.eu-west-1.amazonaws.com/ci.cache.example/p/x"
         );
         let s = S3Store::with_settings("s3://bkt/p", aws(Some("http://127.0.0.1:9000/"))).unwrap();
         assert_eq!(
-            s.inner.url(&s.inner.key("x")).as_str(),
+            s.remote.inner.url(&s.remote.inner.key("x")).as_str(),
             "http://127.0.0.1:9000/bkt/p/x"
         );
     }

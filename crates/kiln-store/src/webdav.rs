@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::StoreError;
-use crate::http::{Http, send, timeout_option, unexpected};
+use crate::http::{Http, Remote, send, timeout_option, unexpected};
 use crate::objects::{Objects, Read};
 
 const EXPECTED: &str = "expected webdav://HOST[:PORT]/PATH or webdavs://HOST[:PORT]/PATH[?timeout=SECONDS], e.g. webdav://cache.internal:8080/kiln (credentials come from KILN_WEBDAV_* or ~/.netrc)";
@@ -170,8 +170,7 @@ impl Auth {
 
 /// A record store on a WebDAV server.
 pub struct DavStore {
-    inner: Arc<Inner>,
-    http: Http,
+    remote: Remote<Inner>,
 }
 
 struct Inner {
@@ -182,9 +181,7 @@ struct Inner {
 
 impl std::fmt::Debug for DavStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DavStore")
-            .field("location", &self.http.location)
-            .finish()
+        self.remote.debug("DavStore", f)
     }
 }
 
@@ -206,24 +203,14 @@ impl DavStore {
     fn open(loc: DavLocation, auth: Auth) -> Result<DavStore, StoreError> {
         let http = Http::new(loc.shown.clone(), loc.timeout)?;
         Ok(DavStore {
-            inner: Arc::new(Inner {
-                client: http.client.clone(),
-                base: loc.base,
-                auth,
-            }),
-            http,
-        })
-    }
-
-    fn run<T: Send + 'static, F>(&self, f: impl FnOnce(Arc<Inner>) -> F) -> Result<T, StoreError>
-    where
-        F: std::future::Future<Output = Result<T, String>> + Send + 'static,
-    {
-        let fut = f(self.inner.clone());
-        let location = self.http.location.clone();
-        self.http.call(async move {
-            fut.await
-                .map_err(|detail| StoreError::Unavailable { location, detail })
+            remote: Remote {
+                inner: Arc::new(Inner {
+                    client: http.client.clone(),
+                    base: loc.base,
+                    auth,
+                }),
+                http,
+            },
         })
     }
 }
@@ -371,27 +358,29 @@ impl Inner {
 
 impl Objects for DavStore {
     fn shown(&self) -> String {
-        self.http.location.clone()
+        self.remote.http.location.clone()
     }
 
     fn read(&self, name: &str) -> Result<Read, StoreError> {
         let name = name.to_string();
-        self.run(|i| async move { i.get(&name).await })
+        self.remote.run(|i| async move { i.get(&name).await })
     }
 
     fn create(&self, name: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         let (name, bytes) = (name.to_string(), bytes.to_vec());
-        self.run(|i| async move { i.write(&name, &bytes, false).await })
+        self.remote
+            .run(|i| async move { i.write(&name, &bytes, false).await })
     }
 
     fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let (name, bytes) = (name.to_string(), bytes.to_vec());
-        self.run(|i| async move { i.write(&name, &bytes, true).await.map(|_| ()) })
+        self.remote
+            .run(|i| async move { i.write(&name, &bytes, true).await.map(|_| ()) })
     }
 
     fn exists(&self, name: &str) -> Result<bool, StoreError> {
         let name = name.to_string();
-        self.run(|i| async move { i.head(&name).await })
+        self.remote.run(|i| async move { i.head(&name).await })
     }
 }
 
