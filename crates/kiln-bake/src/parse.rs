@@ -50,7 +50,9 @@ pub struct VariableInfo {
     pub ty: Option<Type>,
     pub value: Value,
     pub description: Option<String>,
-    /// `default`, `env`, `var` (from `--var`), `attribute` or `builtin`.
+    /// `default`, `env`, `env-json` (`NAME_JSON` in the environment),
+    /// `var` (from `--var`), `var-json` (`--var NAME_JSON=...`),
+    /// `attribute` or `builtin`.
     pub source: &'static str,
     pub span: Option<Span>,
 }
@@ -577,7 +579,12 @@ impl Program<'_> {
                 let v = from_json_typed(&parsed, t).map_err(|e| {
                     invalid(format!("failed to convert variable {name} from JSON: {e}"))
                 })?;
-                self.sources.insert(name.to_string(), source);
+                let json_source = if self.opts.vars.contains_key(&json_name) {
+                    "var-json"
+                } else {
+                    "env-json"
+                };
+                self.sources.insert(name.to_string(), json_source);
                 return Ok(v);
             }
             if let Some(t) = &ty
@@ -1544,6 +1551,12 @@ mod tests {
             ("var", "from-var".into())
         );
         assert_eq!(get("C").source, "default");
+        // A typed variable from NAME_JSON says so.
+        let src = "variable \"L\" {\n  type = list(string)\n  default = []\n}\ntarget \"t\" {}\n";
+        let mut opts = Options::default();
+        opts.env.insert("L_JSON".into(), "[\"a\"]".into());
+        let cfg = eval(src, &opts).unwrap();
+        assert_eq!(cfg.variables[0].source, "env-json");
     }
 
     #[test]

@@ -33,6 +33,33 @@ pub enum Command {
     Preflight(PreflightArgs),
     /// Probe the nodes of a fleet: free memory, idle cores, score, jobs.
     Fleet(FleetArgs),
+    /// The bake file's variables: list them, document them, check the document.
+    Vars(VarsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VarsArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    /// `list` (default): effective values and where each came from; `doc`:
+    /// write the Markdown tables into the document; `check`: exit 1 with the
+    /// diff when the document has drifted from the bake file.
+    #[arg(value_enum, default_value_t = VarsAction::List)]
+    pub action: VarsAction,
+    /// Output format of `list`.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// The document `doc` writes and `check` compares (default: VARIABLES.md
+    /// beside the first bake file).
+    #[arg(long, value_name = "FILE")]
+    pub doc: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VarsAction {
+    List,
+    Doc,
+    Check,
 }
 
 #[derive(Debug, Args)]

@@ -169,5 +169,14 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             };
             commands::fleet::run(s, out)
         }
+        Command::Vars(a) => {
+            let s = commands::vars::VarsSettings {
+                bake: BakeSettings::resolve(&a.bake)?,
+                action: a.action,
+                format: a.format,
+                doc: a.doc,
+            };
+            commands::vars::run(s, out)
+        }
     }
 }

@@ -659,3 +659,117 @@ fn preflight_does_not_probe_cache_refs_of_tags_that_are_not_pushed() {
     assert!(!e.contains("docker.io"), "{e}");
     assert!(!e.contains("cannot probe cache refs"), "{e}");
 }
+
+/// The reference stack's variables document is generated from its bake
+/// file and current (CI fails when one drifts from the other).
+#[test]
+fn the_reference_stack_documents_its_variables() {
+    let dir = common::root().join("stacks/rocm");
+    let o = kiln(&dir, &["vars", "check"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("up to date"), "{}", stderr(&o));
+    // Every variable of the bake file is in it.
+    let listed = kiln(&dir, &["vars", "--format", "json"]);
+    let vars: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let doc = std::fs::read_to_string(dir.join("VARIABLES.md")).unwrap();
+    for v in vars.as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        assert!(doc.contains(&format!("| `{name}` |")), "{name}");
+    }
+}
+
+/// `kiln vars`: where each value came from; `doc` writes the tables
+/// between markers and leaves the rest of the file; `check` fails with the
+/// diff after the bake file changes, and passes once `doc` ran again; a
+/// document whose markers were damaged is bad input.
+#[test]
+fn vars_list_doc_and_check() {
+    let bake = "# ----------------\n# Versions\n# ----------------\nvariable \"ROCM_VERSION\" {\n  default = \"7.0\"\n  description = \"ROCm release.\"\n}\nvariable \"ARCHS\" {\n  type = list(string)\n  default = [\"gfx942\"]\n}\nvariable \"TAG\" { default = \"dev\" }\ntarget \"t\" {\n  args = { ROCM_VERSION = ROCM_VERSION }\n}\n";
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        ("VARIABLES.md", "# Variables\n\nWritten by hand, kept.\n"),
+    ]);
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["vars", "--format", "json", "--var", "TAG=v1"])
+        .current_dir(&dir)
+        .env_clear()
+        .env("ROCM_VERSION", "7.1")
+        .env("ARCHS_JSON", "[\"gfx950\"]")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let vars: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let get = |n: &str| {
+        vars.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        (
+            get("ROCM_VERSION")["value"].clone(),
+            get("ROCM_VERSION")["source"].clone()
+        ),
+        ("7.1".into(), "env".into())
+    );
+    assert_eq!(get("ARCHS")["value"], serde_json::json!(["gfx950"]));
+    assert_eq!(get("ARCHS")["source"], "env-json");
+    assert_eq!(
+        (get("TAG")["value"].clone(), get("TAG")["source"].clone()),
+        ("v1".into(), "var".into())
+    );
+    assert_eq!(get("ROCM_VERSION")["group"], "Versions");
+    assert_eq!(get("ROCM_VERSION")["declared"], "docker-bake.hcl:4:10");
+
+    // Before doc: check says what to do.
+    let o = kiln(&dir, &["vars", "check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("kiln vars doc"), "{}", stderr(&o));
+    let o = kiln(&dir, &["vars", "doc"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = std::fs::read_to_string(dir.join("VARIABLES.md")).unwrap();
+    assert!(
+        doc.starts_with("# Variables\n\nWritten by hand, kept.\n"),
+        "{doc}"
+    );
+    // Defaults, not this shell's overrides.
+    assert!(
+        doc.contains("| `ROCM_VERSION` | `7.0` |  | ROCm release. |"),
+        "{doc}"
+    );
+    let o = kiln(&dir, &["vars", "check"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        bake.replace("\"7.0\"", "\"7.2\""),
+    )
+    .unwrap();
+    let o = kiln(&dir, &["vars", "check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let diff = stdout(&o);
+    assert!(
+        diff.contains("-| `ROCM_VERSION` | `7.0` |")
+            && diff.contains("+| `ROCM_VERSION` | `7.2` |"),
+        "{diff}"
+    );
+    assert!(stderr(&o).contains("drifted"), "{}", stderr(&o));
+    assert!(kiln(&dir, &["vars", "doc"]).status.success());
+    assert!(kiln(&dir, &["vars", "check"]).status.success());
+
+    let damaged = std::fs::read_to_string(dir.join("VARIABLES.md"))
+        .unwrap()
+        .replace("<!-- kiln vars: end -->", "");
+    std::fs::write(dir.join("VARIABLES.md"), damaged).unwrap();
+    let o = kiln(&dir, &["vars", "check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("markers"), "{}", stderr(&o));
+
+    // An arg set like a variable is told, with what was meant.
+    let o = kiln(&dir, &["print", "--set", "*.args.ROCM_VERSION=7.3", "t"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--var ROCM_VERSION="), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -10,4 +10,5 @@ pub mod plan;
 pub mod preflight;
 pub mod print;
 pub mod schedule;
+pub mod vars;
 pub mod why;

@@ -1,7 +1,7 @@
 //! Loading the bake files and resolving the requested targets, with the
 //! positions and "did you mean" hints of unknown names.
 
-use kiln_bake::{Bake, Resolved};
+use kiln_bake::{Bake, Resolved, VariableInfo};
 
 use crate::error::CliError;
 use crate::settings::BakeSettings;
@@ -68,8 +68,29 @@ pub fn resolve(bake: &Bake, s: &BakeSettings, requested: &[String]) -> Result<Re
     } else {
         check_requested(bake, requested)?;
     }
+    for set in &s.sets {
+        if let Some(w) = set_shadows_variable(set, &bake.config.variables) {
+            eprintln!("warning: {w}");
+        }
+    }
     bake.resolve(requested, &s.sets, &s.opts)
         .map_err(|e| locate_resolve_error(bake, e))
+}
+
+/// A `--set` of `PATTERN.args.NAME` where `NAME` is a bake variable: it
+/// adds a build arg `NAME` to every target the pattern matches (and
+/// changes their keys), where the user most likely meant `--var NAME=...`.
+pub fn set_shadows_variable(set: &str, variables: &[VariableInfo]) -> Option<String> {
+    let (lhs, _) = set.split_once('=')?;
+    let lhs = lhs.trim_end_matches('+');
+    let mut parts = lhs.splitn(3, '.');
+    let (pattern, attr, name) = (parts.next()?, parts.next()?, parts.next()?);
+    if attr != "args" || !variables.iter().any(|v| v.name == name) {
+        return None;
+    }
+    Some(format!(
+        "--set {lhs}=... adds the build arg {name} to every target matching {pattern:?} (which changes their keys), but {name} is a variable of the bake file: --set never changes a variable; to change it for every target that uses it, use --var {name}=..."
+    ))
 }
 
 /// Points resolution errors about `target:` links at the `contexts` entry
@@ -105,4 +126,29 @@ fn locate_resolve_error(bake: &Bake, e: kiln_bake::Error) -> CliError {
         None => message.clone(),
     };
     CliError::usage(message).with_hint(hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_set_of_an_arg_named_like_a_variable_is_told() {
+        let src = "variable \"ROCM_VERSION\" {}\nvariable \"REG\" {}\ntarget \"t\" {}\n";
+        let vars = kiln_bake::load(
+            vec![("docker-bake.hcl".into(), src.into())],
+            &kiln_bake::Options::default(),
+        )
+        .unwrap()
+        .config
+        .variables;
+        let w = set_shadows_variable("*.args.ROCM_VERSION=7.1", &vars).unwrap();
+        assert!(
+            w.contains("--var ROCM_VERSION=") && w.contains("every target"),
+            "{w}"
+        );
+        assert!(set_shadows_variable("t.args.OTHER=1", &vars).is_none());
+        assert!(set_shadows_variable("t.tags=x", &vars).is_none());
+        assert!(set_shadows_variable("t.args.REG+=x", &vars).is_some());
+    }
 }
