@@ -2634,3 +2634,115 @@ fn take_over_on(host: &str, store: &str, vars: &Vars, salt: &str) {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("waiting for"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Files below `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return hits;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            hits.extend(files_containing(&p, needle));
+        } else if std::fs::read(&p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {
+            hits.push(p);
+        }
+    }
+    hits
+}
+
+/// A secret stays secret: the twin built with a unique `PIP_TOKEN` (its
+/// cupy-wheel target mounts it) — the value appears in no output of plan
+/// or build in any progress mode or format, in nothing kiln writes below
+/// `.kiln/` (records, stat cache, history database, progress logs), and in
+/// no image it built (`docker save`: configs, history and every layer).
+#[test]
+fn a_secret_value_is_found_nowhere_kiln_writes_or_shows() {
+    let Some((host, reg)) = engine() else { return };
+    let dir = unique_twin("secret canary");
+    let canary = format!("kiln-canary-{}", unique(""));
+    let env = [("PIP_TOKEN", canary.as_str())];
+    let reg_var = format!("REGISTRY={reg}");
+    let mut shown = Vec::new();
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "plan",
+            "--format",
+            "json",
+            "--var",
+            &reg_var,
+            "default",
+            "pytorch-run",
+        ],
+        &env,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    shown.push(("plan", o));
+    for (progress, format, force) in [
+        ("plain", "json", false),
+        ("json", "text", true),
+        ("auto", "json", true),
+    ] {
+        let mut a = vec![
+            "build",
+            "--progress",
+            progress,
+            "--format",
+            format,
+            "--var",
+            &reg_var,
+        ];
+        if force {
+            a.push("--force");
+        }
+        a.extend(["default", "pytorch-run"]);
+        let o = kiln(&dir, &host, &a, &env);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        shown.push(("build", o));
+    }
+    for (what, o) in &shown {
+        for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(
+                !text.contains(&canary),
+                "{what} {stream} shows the secret:\n{text}"
+            );
+        }
+    }
+    let written = files_containing(&dir.join(".kiln"), canary.as_bytes());
+    assert!(written.is_empty(), "kiln wrote the secret into {written:?}");
+    let s: serde_json::Value = serde_json::from_slice(&shown[1].1.stdout).unwrap();
+    let images: Vec<String> = s["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["image"].as_str().map(String::from))
+        .collect();
+    assert_eq!(images.len(), 15, "{s}");
+    let tar = dir.join("images.tar");
+    let mut save = Command::new("docker");
+    save.arg("save")
+        .arg("-o")
+        .arg(&tar)
+        .args(&images)
+        .env("DOCKER_HOST", &host);
+    let st = save.status().unwrap();
+    assert!(st.success());
+    let bytes = std::fs::read(&tar).unwrap();
+    assert!(bytes.len() > 1000, "docker save wrote the images");
+    assert!(
+        !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+        "an image holds the secret"
+    );
+    // The check itself works: the value the build was handed is findable
+    // where it is put on purpose.
+    std::fs::write(dir.join(".kiln/planted"), &canary).unwrap();
+    assert_eq!(
+        files_containing(&dir.join(".kiln"), canary.as_bytes()).len(),
+        1
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

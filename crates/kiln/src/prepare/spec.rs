@@ -233,8 +233,39 @@ pub fn specs_for(
         .collect::<Result<Vec<_>, _>>()?;
     for spec in &specs {
         missing_dockerfile(bake, spec)?;
+        for w in missing_secret_sources(spec, |v| std::env::var_os(v).is_some()) {
+            eprintln!("warning: {w}");
+        }
     }
     Ok(specs)
+}
+
+/// A declared secret whose source is not there: the build gets no secret,
+/// and a step that needs it fails — or builds without it. Said before
+/// anything builds (the value itself never appears anywhere).
+pub fn missing_secret_sources(spec: &BuildSpec, env_set: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &spec.secrets {
+        match (&s.src, &s.env) {
+            (Some(p), _) if !p.is_file() => out.push(format!(
+                "target {}: secret {} reads the file {}, which does not exist; the build gets no such secret",
+                spec.name,
+                s.id,
+                p.display()
+            )),
+            (None, Some(e)) if !env_set(e) => out.push(format!(
+                "target {}: secret {} reads the environment variable {e}, which is not set; the build gets no such secret",
+                spec.name, s.id
+            )),
+            // buildx reads `id=X` alone from the environment variable X.
+            (None, None) if !env_set(&s.id) => out.push(format!(
+                "target {}: secret {} names no src or env, so it is read from the environment variable {}, which is not set; the build gets no such secret",
+                spec.name, s.id, s.id
+            )),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// An error pointing at the target's `dockerfile` attribute when the
@@ -309,4 +340,39 @@ pub fn cache_policy(
         settings,
         driver,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kiln_engine::spec::SecretSpec;
+
+    #[test]
+    fn a_secret_without_its_source_is_told() {
+        let secret = |id: &str, src: Option<&str>, env: Option<&str>| SecretSpec {
+            id: id.into(),
+            src: src.map(PathBuf::from),
+            env: env.map(String::from),
+        };
+        let spec = BuildSpec {
+            name: "app".into(),
+            secrets: vec![
+                secret("pip", None, Some("PIP_TOKEN")),
+                secret("aws", Some("/nonexistent/kiln/aws"), None),
+                secret("GH_TOKEN", None, None),
+                secret("here", None, Some("SET")),
+                secret("file", Some("/etc/hostname"), None),
+            ],
+            ..BuildSpec::default()
+        };
+        let w = missing_secret_sources(&spec, |v| v == "SET");
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(
+            w[0].contains("secret pip") && w[0].contains("PIP_TOKEN"),
+            "{}",
+            w[0]
+        );
+        assert!(w[1].contains("/nonexistent/kiln/aws"), "{}", w[1]);
+        assert!(w[2].contains("environment variable GH_TOKEN"), "{}", w[2]);
+    }
 }
