@@ -168,11 +168,17 @@ pub struct TargetResult {
     /// `repo@sha256:…` from another node.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub handed: BTreeMap<String, String>,
+    /// The build's name in BuildKit's history (`BUILDKIT_BUILD_NAME`),
+    /// when BuildKit ran it (built or failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_name: Option<String>,
 }
 
 /// The run summary.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSummary {
+    /// The run's id (`--run-id`, `RUN_ID`, or generated).
+    pub run_id: String,
     pub targets: Vec<TargetResult>,
 }
 
@@ -640,7 +646,9 @@ pub async fn run(
             hashed,
             jobs: done.jobs,
             handed: done.handed,
+            build_name: None,
         };
+        let build_name = s.args.get("BUILDKIT_BUILD_NAME").cloned();
         let pushed_refs = |p: Vec<(String, String)>| -> Vec<String> {
             p.into_iter().map(|(r, d)| format!("{r}@{d}")).collect()
         };
@@ -658,6 +666,7 @@ pub async fn run(
                     },
                 );
                 r.status = TargetStatus::Built;
+                r.build_name = build_name;
                 r.image = Some(image);
                 r.digest = pushed.first().map(|(_, d)| d.clone());
                 r.steps = built.steps;
@@ -691,6 +700,7 @@ pub async fn run(
                 r.pushed = pushed_refs(pushed);
             }
             Ok(Outcome::Failed(f)) => {
+                r.build_name = build_name;
                 r.error = Some(f.message);
                 r.failed_step = f.step;
                 r.log_tail = f.log_tail;
@@ -726,7 +736,10 @@ pub async fn run(
             r.unwrap_or_else(|| blocked(s, &shared.nodes[0], "stopped by --fail-fast".into()))
         })
         .collect();
-    Ok(RunSummary { targets })
+    Ok(RunSummary {
+        run_id: shared.opts.run_id.clone(),
+        targets,
+    })
 }
 
 fn blocked(s: &BuildSpec, node: &Node, reason: String) -> TargetResult {
@@ -750,6 +763,7 @@ fn blocked(s: &BuildSpec, node: &Node, reason: String) -> TargetResult {
         hashed: None,
         jobs: None,
         handed: BTreeMap::new(),
+        build_name: None,
     }
 }
 

@@ -306,6 +306,11 @@ pub struct BuildArgs {
     /// Build even targets whose key is recorded, and overwrite their records.
     #[arg(long)]
     pub force: bool,
+    /// This run's id (default: $RUN_ID, else generated): it names every
+    /// build in BuildKit's history `<project>/<target>/<arch>/<run-id>`,
+    /// and sets the bake variable RUN_ID unless `--var` does.
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
     /// Stop before anything builds when the record store cannot be written
     /// (default: a warning that nothing will be recorded, and build).
     #[arg(long)]

@@ -90,6 +90,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 jobs: a.jobs,
                 fail_fast: a.fail_fast,
                 require_store: a.require_store,
+                run_id: a.run_id,
                 push: a.push,
                 progress: a.progress,
                 format: a.format,

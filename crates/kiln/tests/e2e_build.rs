@@ -2746,3 +2746,55 @@ fn a_secret_value_is_found_nowhere_kiln_writes_or_shows() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every build kiln starts is named `<project>/<target>/<arch>/<run-id>`
+/// in BuildKit's history, with the run id from `--run-id`; the summary
+/// carries both. Checked in the engine's own history database (BuildKit
+/// keeps each record's frontend options there, the name among them), not
+/// only in what kiln passed. A name the bake file sets stays; a run id
+/// that cannot be part of a name is refused.
+#[test]
+fn builds_are_named_in_buildkit_history_by_project_target_arch_and_run() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let dir = one_target(
+        "one",
+        &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /n\n"),
+        &[],
+    );
+    let run = format!("e2e-{salt}");
+    let o = build_json(&dir, &host, &["--run-id", &run, "one"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&o);
+    assert_eq!(s["run_id"], run);
+    let project = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let name = format!("{project}/one/{arch}/{run}");
+    assert_eq!(target(&s, "one")["build_name"], name.as_str(), "{s}");
+    let root = docker(&host, &["info", "--format", "{{.DockerRootDir}}"]);
+    let history = PathBuf::from(root.trim()).join("buildkit/history.db");
+    let found = |needle: &str| {
+        std::fs::read(&history)
+            .unwrap_or_default()
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+    };
+    // BuildKit writes its history record when the build ends.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !found(&name) && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert!(found(&name), "{name} in {}", history.display());
+    // A skip starts no build: no name.
+    let o = build_json(&dir, &host, &["--run-id", &format!("{run}-2"), "one"], &[]);
+    assert!(o.status.success());
+    assert!(target(&summary(&o), "one").get("build_name").is_none());
+    let o = build_json(&dir, &host, &["--run-id", "a/b", "one"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run id"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,6 +33,61 @@ pub struct BuildSettings {
     pub driver: crate::cli::DriverKind,
     /// `--builder` (or `KILN_BUILDER`).
     pub builder: Option<String>,
+    /// `--run-id`.
+    pub run_id: Option<String>,
+}
+
+/// This run's id: `--run-id`, else `$RUN_ID`, else made of the pid and
+/// the time. `Err` for one that cannot be part of a build name.
+fn run_id(flag: Option<&str>, env: Option<&str>) -> Result<String, CliError> {
+    let given = flag.or(env.filter(|v| !v.is_empty()));
+    match given {
+        Some(id)
+            if !id.is_empty()
+                && id.len() <= 128
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+        {
+            Ok(id.to_string())
+        }
+        Some(id) => Err(CliError::usage(format!(
+            "run id {id:?} is not 1 to 128 characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+        ))
+        .with_hint("it names builds in BuildKit's history (<project>/<target>/<arch>/<run-id>); pass --run-id with such a value")),
+        None => Ok(format!(
+            "{:x}{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        )),
+    }
+}
+
+/// The name of `spec`'s build in BuildKit's history,
+/// `<project>/<target>/<arch>/<run-id>`, unless the bake file names it
+/// itself (`args = { BUILDKIT_BUILD_NAME = ... }`). A frontend option, not a
+/// Dockerfile ARG: no key or layer-cache key changes with it.
+pub fn name_build(spec: &mut kiln_engine::BuildSpec, project: &str, run_id: &str) {
+    if spec.args.contains_key("BUILDKIT_BUILD_NAME") {
+        return;
+    }
+    let arch = |p: &str| p.split('/').nth(1).unwrap_or(p).to_string();
+    let arch = if spec.platforms.is_empty() {
+        arch(&crate::settings::local_platform())
+    } else {
+        spec.platforms
+            .iter()
+            .map(|p| arch(p))
+            .collect::<Vec<_>>()
+            .join("+")
+    };
+    spec.args.insert(
+        "BUILDKIT_BUILD_NAME".into(),
+        format!("{project}/{}/{arch}/{run_id}", spec.name),
+    );
 }
 
 /// `image (reason)`, or whichever of the two there is.
@@ -96,6 +151,7 @@ fn totals(summary: &kiln_engine::RunSummary, several_nodes: bool) -> String {
     } else if !node.is_empty() {
         line.push_str(&format!("; images on {node}"));
     }
+    line.push_str(&format!("; run {}", summary.run_id));
     line.push('\n');
     line
 }
@@ -308,7 +364,18 @@ impl Reporter for TtyReporter {
     }
 }
 
-pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
+pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let env_run_id = std::env::var("RUN_ID").ok();
+    let run_id = run_id(s.run_id.as_deref(), env_run_id.as_deref())?;
+    // --run-id is the bake variable RUN_ID too (unless --var sets it): the
+    // bake file's own build names then carry it.
+    if s.run_id.is_some() {
+        s.bake
+            .opts
+            .vars
+            .entry("RUN_ID".into())
+            .or_insert_with(|| run_id.clone());
+    }
     let bake = load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
     let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
@@ -394,14 +461,15 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             out: Mutex::new(std::io::stderr()),
         }),
     };
-    let run_id = format!(
-        "{:x}{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    );
+    let project = s
+        .bake
+        .project_dir()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "kiln".into());
+    for spec in &mut specs {
+        name_build(spec, &project, &run_id);
+    }
     let claim_ttl = kiln_engine::claims::ttl_from_env().map_err(CliError::usage)?;
     let opts = RunOptions {
         claim_ttl,
@@ -580,6 +648,32 @@ pub fn run(s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn run_ids_come_from_the_flag_then_the_environment_and_are_checked() {
+        assert_eq!(super::run_id(Some("ci-42"), Some("env")).unwrap(), "ci-42");
+        assert_eq!(super::run_id(None, Some("gh.7_1")).unwrap(), "gh.7_1");
+        let made = super::run_id(None, Some("")).unwrap();
+        assert!(made.chars().all(|c| c.is_ascii_hexdigit()), "{made}");
+        for bad in ["a/b", "has space", ""] {
+            let e = super::run_id(Some(bad), None).unwrap_err();
+            assert!(e.message.contains("run id"), "{}", e.message);
+        }
+        let mut spec = kiln_engine::BuildSpec {
+            name: "app".into(),
+            platforms: vec!["linux/arm64".into(), "linux/amd64".into()],
+            ..Default::default()
+        };
+        super::name_build(&mut spec, "proj", "r1");
+        assert_eq!(spec.args["BUILDKIT_BUILD_NAME"], "proj/app/arm64+amd64/r1");
+        spec.args
+            .insert("BUILDKIT_BUILD_NAME".into(), "mine".into());
+        super::name_build(&mut spec, "proj", "r2");
+        assert_eq!(
+            spec.args["BUILDKIT_BUILD_NAME"], "mine",
+            "the bake file's own name stays"
+        );
+    }
+
     use super::terminal_line;
 
     /// A no-op on a terminal names each up-to-date target once (in the
