@@ -23,9 +23,15 @@ pub struct Node {
     pub speed: f64,
     /// The node's link to the registry, in megabits per second (pushes and pulls).
     pub link_mbps: f64,
-    /// Concurrent builds (default 1).
+    /// Concurrent builds (default 1, at most [`MAX_SLOTS`]).
     pub slots: u32,
 }
+
+/// The most concurrent builds a fleet node may declare. The schedulers keep a lane per
+/// slot (and scan them all for every target), so an unbounded count (`slots =
+/// 4000000000`) would make `kiln schedule` and `kiln build --fleet` allocate without end
+/// instead of rejecting the file.
+pub const MAX_SLOTS: u32 = 1024;
 
 /// The builder nodes of a fleet file, in file order.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,12 +172,12 @@ impl Src<'_> {
         }
     }
 
-    fn count(&self, v: &Spanned<i64>, what: &str) -> Result<u32, InputError> {
+    fn count(&self, v: &Spanned<i64>, what: &str, max: u32) -> Result<u32, InputError> {
         match u32::try_from(*v.get_ref()) {
-            Ok(n) if n > 0 => Ok(n),
+            Ok(n) if n > 0 && n <= max => Ok(n),
             _ => Err(self.error(
                 Some(v.span()),
-                format!("{what} must be a whole number from 1 to {}", u32::MAX),
+                format!("{what} must be a whole number from 1 to {max}"),
             )),
         }
     }
@@ -247,7 +253,7 @@ impl Fleet {
             if let Some(problem) = endpoint_problem(n.endpoint.get_ref()) {
                 return Err(src.error(Some(n.endpoint.span()), problem));
             }
-            let cores = src.count(&n.cores, "cores")?;
+            let cores = src.count(&n.cores, "cores", u32::MAX)?;
             let speed = match &n.speed {
                 Some(s) => src.positive(s, "speed")?,
                 None => f64::from(cores) / 16.0,
@@ -260,7 +266,7 @@ impl Fleet {
                 speed,
                 link_mbps: src.positive(&n.link_mbps, "link_mbps")?,
                 slots: match &n.slots {
-                    Some(s) => src.count(s, "slots")?,
+                    Some(s) => src.count(s, "slots", MAX_SLOTS)?,
                     None => 1,
                 },
             });
@@ -364,6 +370,31 @@ mod tests {
         let e = Fleet::parse("f.toml", &format!("{two}{two}")).unwrap_err();
         assert_eq!(e.line, 8, "{e}");
         assert!(e.message.contains("more than once"), "{e}");
+    }
+
+    #[test]
+    fn slots_are_bounded() {
+        // `slots = 4000000000` used to parse, and scheduling the fleet (as the fuzz
+        // target fuzz/fuzz_targets/fleet_costs.rs does) then aborted trying to
+        // allocate a lane per slot (128 GB).
+        let node = |slots: &str| {
+            format!(
+                "[[node]]\nname = \"a\"\nendpoint = \"unix:///x\"\ncores = 4\nmemory_gb = 8\nlink_mbps = 100\nslots = {slots}\n"
+            )
+        };
+        let e = Fleet::parse("fleet.toml", &node("4000000000")).unwrap_err();
+        assert_eq!((e.line, e.col, e.width), (7, 9, 10), "{e}");
+        assert_eq!(e.message, "slots must be a whole number from 1 to 1024");
+        assert!(Fleet::parse("fleet.toml", &node("1025")).is_err());
+        assert!(Fleet::parse("fleet.toml", &node("0")).is_err());
+        let f = Fleet::parse("fleet.toml", &node("1024")).unwrap();
+        assert_eq!(f.nodes[0].slots, MAX_SLOTS);
+        // Cores stay unbounded: they only set the default speed.
+        let big = node("1").replace("cores = 4", "cores = 4000000000");
+        assert_eq!(
+            Fleet::parse("fleet.toml", &big).unwrap().nodes[0].cores,
+            4_000_000_000
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod model;
 mod order;
 mod render;
 
-pub use input::{Cost, CostEntry, CostsFile, DEFAULT_COST, Fleet, InputError, Node};
+pub use input::{Cost, CostEntry, CostsFile, DEFAULT_COST, Fleet, InputError, MAX_SLOTS, Node};
 pub use model::{
     Assignment, Job, Problem, ProblemError, Violation, lower_bound, makespan, tight_lower_bound,
     validate,
