@@ -35,6 +35,17 @@ pub enum Command {
     Fleet(FleetArgs),
     /// The bake file's variables: list them, document them, check the document.
     Vars(VarsArgs),
+    /// Check every pinned ref (`*_REF`, `*_VERSION`) against its upstream repository.
+    Versions(VersionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VersionsArgs {
+    #[command(flatten)]
+    pub bake: BakeArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -179,5 +179,12 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             };
             commands::vars::run(s, out)
         }
+        Command::Versions(a) => {
+            let s = commands::versions::VersionsSettings {
+                bake: BakeSettings::resolve(&a.bake)?,
+                format: a.format,
+            };
+            commands::versions::run(s, out)
+        }
     }
 }

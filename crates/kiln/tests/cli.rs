@@ -773,3 +773,111 @@ fn vars_list_doc_and_check() {
     assert!(stderr(&o).contains("--var ROCM_VERSION="), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A bare repository at `dir/name.git` with the given tags and branches
+/// (each on one commit).
+fn git_repo(dir: &Path, name: &str, tags: &[&str], branches: &[&str]) -> String {
+    let work = dir.join(format!("{name}-work"));
+    std::fs::create_dir_all(&work).unwrap();
+    let git = |args: &[&str], at: &Path| {
+        let o = Command::new("git")
+            .args(args)
+            .current_dir(at)
+            .env("GIT_AUTHOR_NAME", "k")
+            .env("GIT_AUTHOR_EMAIL", "k@example.invalid")
+            .env("GIT_COMMITTER_NAME", "k")
+            .env("GIT_COMMITTER_EMAIL", "k@example.invalid")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    };
+    git(&["init", "-q", "-b", "main"], &work);
+    git(&["commit", "-q", "--allow-empty", "-m", "one"], &work);
+    for t in tags {
+        git(&["tag", t], &work);
+    }
+    for b in branches {
+        git(&["branch", b], &work);
+    }
+    let bare = dir.join(format!("{name}.git"));
+    git(
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+        dir,
+    );
+    format!("file://{}", bare.display())
+}
+
+/// `kiln versions`: each `*_REF`/`*_VERSION` pin is asked of its
+/// repository (from a `*_REPO` variable, or from how a Dockerfile clones
+/// it), and reported as a tag, a commit or a branch with the newest release
+/// tag; a branch pin exits 1; a pin whose repository does not answer
+/// exits 3.
+#[test]
+fn versions_tell_tags_from_branches_and_find_the_newest_release() {
+    let dir = workspace(&[]);
+    let aiter = git_repo(&dir, "aiter", &["v0.1.9", "v0.1.29", "v0.1.30-rc1"], &[]);
+    let ucx = git_repo(&dir, "ucx", &["v1.22.0", "v1.23.0"], &["dev"]);
+    let bake = format!(
+        "variable \"AITER_REF\" {{ default = \"v0.1.9\" }}\nvariable \"AITER_REPO\" {{ default = \"{aiter}\" }}\nvariable \"UCX_REF\" {{ default = \"v1.22.0\" }}\nvariable \"PYTHON_VERSION\" {{ default = \"3.14\" }}\ntarget \"t\" {{\n  args = {{ UCX_REF = UCX_REF }}\n}}\n"
+    );
+    std::fs::write(dir.join("docker-bake.hcl"), &bake).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!("FROM scratch\nARG UCX_REF\nRUN git clone --branch ${{UCX_REF}} {ucx} /ucx\n"),
+    )
+    .unwrap();
+    let o = kiln(&dir, &["versions", "--format", "json"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let get = |v: &str| {
+        pins.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["variable"] == v)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(get("AITER_REF")["kind"], "tag");
+    assert_eq!(
+        get("AITER_REF")["newest"],
+        "v0.1.29",
+        "numbers, not text; no -rc"
+    );
+    assert_eq!(get("AITER_REF")["found_by"], "variable AITER_REPO");
+    assert_eq!(get("UCX_REF")["kind"], "tag");
+    assert_eq!(get("UCX_REF")["newest"], "v1.23.0");
+    assert_eq!(get("UCX_REF")["repository"], ucx.as_str());
+    assert_eq!(get("PYTHON_VERSION")["kind"], "no-upstream");
+
+    // A branch pin fails the check, saying why.
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        bake.replace("\"v1.22.0\"", "\"dev\""),
+    )
+    .unwrap();
+    let o = kiln(&dir, &["versions"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("UCX_REF") && stdout(&o).contains("branch"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stderr(&o).contains("layer cache forever"), "{}", stderr(&o));
+
+    // A repository that does not answer is an infrastructure failure.
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        bake.replace(&aiter, &format!("file://{}/nowhere.git", dir.display())),
+    )
+    .unwrap();
+    let o = kiln(&dir, &["versions"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("AITER_REF"), "{}", stderr(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

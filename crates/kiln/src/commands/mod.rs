@@ -11,4 +11,5 @@ pub mod preflight;
 pub mod print;
 pub mod schedule;
 pub mod vars;
+pub mod versions;
 pub mod why;
