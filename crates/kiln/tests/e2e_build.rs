@@ -499,20 +499,7 @@ fn the_twin_skips_by_key_rebuilds_exactly_what_changed_and_explains_why() {
         );
         assert_eq!(target(&second, n)["key"], t["key"], "{n} keeps its key");
     }
-    let o = kiln(
-        &dir,
-        &host,
-        &[
-            "plan",
-            "--format",
-            "json",
-            "--var",
-            &reg_var,
-            "default",
-            "pytorch-run",
-        ],
-        &env,
-    );
+    let o = twin_plan(&dir, &host, &reg_var, &env);
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for t in plan["targets"].as_array().unwrap() {
         assert_eq!(t["action"], "skip", "{t}");
@@ -2635,6 +2622,21 @@ fn take_over_on(host: &str, store: &str, vars: &Vars, salt: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `kiln plan --format json --var REGISTRY=... default pytorch-run` of a
+/// twin copy.
+fn twin_plan(dir: &Path, host: &str, reg_var: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let args = [
+        "plan",
+        "--format",
+        "json",
+        "--var",
+        reg_var,
+        "default",
+        "pytorch-run",
+    ];
+    kiln(dir, host, &args, env)
+}
+
 /// Files below `dir` whose bytes contain `needle`.
 fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut hits = Vec::new();
@@ -2665,20 +2667,7 @@ fn a_secret_value_is_found_nowhere_kiln_writes_or_shows() {
     let env = [("PIP_TOKEN", canary.as_str())];
     let reg_var = format!("REGISTRY={reg}");
     let mut shown = Vec::new();
-    let o = kiln(
-        &dir,
-        &host,
-        &[
-            "plan",
-            "--format",
-            "json",
-            "--var",
-            &reg_var,
-            "default",
-            "pytorch-run",
-        ],
-        &env,
-    );
+    let o = twin_plan(&dir, &host, &reg_var, &env);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     shown.push(("plan", o));
     for (progress, format, force) in [
