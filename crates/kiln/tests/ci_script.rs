@@ -1,0 +1,153 @@
+//! `.ci/run` itself, run against stand-ins for the scripts it calls: it
+//! stops only what it started. A quick-start environment that was already up
+//! in the checkout is used and left up; what the script started is stopped,
+//! also when the tests fail.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A copy of `.ci/run` in a scratch checkout whose `scripts/` are stand-ins
+/// that log every call. `up` names the environments that answer `env` as
+/// already running: `default`, `legacy`, `stores`. `tests_fail` makes
+/// `scripts/test` exit 1.
+fn scratch_checkout(name: &str, up: &[&str], tests_fail: bool) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("kiln-ci-script-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".ci")).unwrap();
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::copy(root.join(".ci/run"), dir.join(".ci/run")).unwrap();
+    let log = dir.join("calls.log");
+    // dev-env tells the legacy environment by KILN_DEV_ENV_DIR.
+    let env_up = |which: &str| if up.contains(&which) { "0" } else { "1" };
+    let dev_env = format!(
+        r#"#!/usr/bin/env bash
+which=default; [[ -n ${{KILN_DEV_ENV_DIR:-}} ]] && which=legacy
+echo "dev-env:$which:$*" >> {log}
+case $1 in
+  env) [[ $which == default ]] && exit {d}; exit {l} ;;
+  up) echo "KILN_REGISTRY=127.0.0.1:1" ;;
+esac
+exit 0
+"#,
+        log = log.display(),
+        d = env_up("default"),
+        l = env_up("legacy"),
+    );
+    let stores = format!(
+        r#"#!/usr/bin/env bash
+echo "store-servers:$*" >> {log}
+case $1 in
+  env) exit {s} ;;
+  up) echo "KILN_TEST_WEBDAV=http://127.0.0.1:1" ;;
+esac
+exit 0
+"#,
+        log = log.display(),
+        s = env_up("stores"),
+    );
+    let test = format!(
+        "#!/usr/bin/env bash\necho \"test:$KILN_E2E:$CARGO_TARGET_DIR\" >> {}\nexit {}\n",
+        log.display(),
+        if tests_fail { 1 } else { 0 }
+    );
+    let legacy = format!(
+        "#!/usr/bin/env bash\necho test-legacy >> {}\n",
+        log.display()
+    );
+    for (file, text) in [
+        ("dev-env", dev_env),
+        ("store-servers", stores),
+        ("test", test),
+        ("test-legacy", legacy),
+    ] {
+        let p = dir.join("scripts").join(file);
+        std::fs::write(&p, text).unwrap();
+        Command::new("chmod").arg("+x").arg(&p).status().unwrap();
+    }
+    dir
+}
+
+/// Runs the copied `.ci/run`; its exit code and the logged calls.
+fn run_ci(dir: &Path) -> (i32, Vec<String>) {
+    let out = Command::new("bash")
+        .arg(".ci/run")
+        .current_dir(dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("KILN_DEV_ENV_DIR")
+        .output()
+        .unwrap();
+    let log = std::fs::read_to_string(dir.join("calls.log")).unwrap_or_default();
+    (
+        out.status.code().unwrap_or(-1),
+        log.lines().map(str::to_string).collect(),
+    )
+}
+
+fn downs(calls: &[String]) -> Vec<&str> {
+    calls
+        .iter()
+        .filter(|c| c.ends_with(":down"))
+        .map(String::as_str)
+        .collect()
+}
+
+#[test]
+fn ci_stops_what_it_started_and_nothing_else() {
+    let dir = scratch_checkout("none-up", &[], false);
+    let (code, calls) = run_ci(&dir);
+    assert_eq!(code, 0, "{calls:?}");
+    assert_eq!(
+        downs(&calls),
+        [
+            "dev-env:default:down",
+            "dev-env:legacy:down",
+            "store-servers:down"
+        ],
+        "{calls:?}"
+    );
+    // The tests ran with the end-to-end tests required, into a target
+    // directory of CI's own (a script that assumes target/ fails there).
+    let test = calls.iter().find(|c| c.starts_with("test:")).unwrap();
+    assert!(test.starts_with("test:1:"), "{test}");
+    assert!(test.ends_with("/target/ci"), "{test}");
+    assert!(calls.iter().any(|c| c == "test-legacy"), "{calls:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ci_leaves_an_environment_that_was_already_up_running() {
+    let dir = scratch_checkout("all-up", &["default", "legacy", "stores"], false);
+    let (code, calls) = run_ci(&dir);
+    assert_eq!(code, 0, "{calls:?}");
+    assert!(downs(&calls).is_empty(), "{calls:?}");
+    // It still used them: up answers with their variables.
+    assert!(
+        calls.iter().any(|c| c == "dev-env:default:up --nodes 3"),
+        "{calls:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let dir = scratch_checkout("default-up", &["default"], false);
+    let (code, calls) = run_ci(&dir);
+    assert_eq!(code, 0, "{calls:?}");
+    assert_eq!(
+        downs(&calls),
+        ["dev-env:legacy:down", "store-servers:down"],
+        "{calls:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ci_fails_when_the_tests_fail_and_still_stops_what_it_started() {
+    let dir = scratch_checkout("tests-fail", &["stores"], true);
+    let (code, calls) = run_ci(&dir);
+    assert_ne!(code, 0, "{calls:?}");
+    // The legacy smoke never ran, so its environment was never started;
+    // stopping it is harmless, and the default one must go.
+    assert!(downs(&calls).contains(&"dev-env:default:down"), "{calls:?}");
+    assert!(!downs(&calls).contains(&"store-servers:down"), "{calls:?}");
+    assert!(!calls.iter().any(|c| c == "test-legacy"), "{calls:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
