@@ -7,7 +7,7 @@
 # from a sibling is a `target:` named context plus a build arg naming that context
 # (see "Inputs" further down). edges.txt beside this file lists the 27 edges.
 #
-# Dockerfiles live in docker/Dockerfile.<target> and are not written yet.
+# Dockerfiles live in docker/Dockerfile.<target>.
 
 # ---------------------------------------------------------------------------
 # Versions and refs

@@ -774,44 +774,7 @@ fn vars_list_doc_and_check() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A bare repository at `dir/name.git` with the given tags and branches
-/// (each on one commit).
-fn git_repo(dir: &Path, name: &str, tags: &[&str], branches: &[&str]) -> String {
-    let work = dir.join(format!("{name}-work"));
-    std::fs::create_dir_all(&work).unwrap();
-    let git = |args: &[&str], at: &Path| {
-        let o = Command::new("git")
-            .args(args)
-            .current_dir(at)
-            .env("GIT_AUTHOR_NAME", "k")
-            .env("GIT_AUTHOR_EMAIL", "k@example.invalid")
-            .env("GIT_COMMITTER_NAME", "k")
-            .env("GIT_COMMITTER_EMAIL", "k@example.invalid")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
-    };
-    git(&["init", "-q", "-b", "main"], &work);
-    git(&["commit", "-q", "--allow-empty", "-m", "one"], &work);
-    for t in tags {
-        git(&["tag", t], &work);
-    }
-    for b in branches {
-        git(&["branch", b], &work);
-    }
-    let bare = dir.join(format!("{name}.git"));
-    git(
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            work.to_str().unwrap(),
-            bare.to_str().unwrap(),
-        ],
-        dir,
-    );
-    format!("file://{}", bare.display())
-}
+use common::git_repo;
 
 /// `kiln versions`: each `*_REF`/`*_VERSION` pin is asked of its
 /// repository (from a `*_REPO` variable, or from how a Dockerfile clones

@@ -16,7 +16,6 @@ fn plan_edges(env: &[(&str, &str)]) -> (BTreeSet<(String, String)>, Vec<String>)
         env!("CARGO_BIN_EXE_kiln"),
         "stacks/rocm/docker-bake.hcl",
         env,
-        false,
     )
 }
 
@@ -147,4 +146,146 @@ fn variables_carry_the_seed_defaults() {
         text.lines().count() > 50,
         "seed 004 lists over fifty variables"
     );
+}
+
+/// `kiln versions` on the reference stack, its upstreams served by loopback
+/// mirrors (git's `url.<mirror>.insteadOf`, as a CI would point at a mirror):
+/// every `*_REF` is found from the bake file or from how the Dockerfiles
+/// clone it, none is a branch, and each is told against its mirror's
+/// newest release.
+#[test]
+fn the_reference_stacks_pins_are_tags_or_commits_of_their_upstreams() {
+    let mirrors = std::env::temp_dir().join(format!("kiln-rocm-mirrors-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&mirrors);
+    std::fs::create_dir_all(&mirrors).unwrap();
+    let insteadof = format!("url.file://{}/.insteadOf", mirrors.display());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["versions", "-f", "docker-bake.hcl", "--format", "json"];
+        args.extend_from_slice(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+            .args(&args)
+            .current_dir(common::root().join("stacks/rocm"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &mirrors)
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", &insteadof)
+            .env("GIT_CONFIG_VALUE_0", "https://github.com/")
+            .output()
+            .unwrap()
+    };
+    // No mirror yet: every repository is named, and none answers (exit 3).
+    let o = run(&["--no-registry"]);
+    assert_eq!(o.status.code(), Some(3), "{}", common::stderr(&o));
+    let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pins = pins.as_array().unwrap().clone();
+    let repos: BTreeSet<(String, String)> = pins
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p["variable"].as_str()?.to_string(),
+                p["repository"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let with_repo: BTreeSet<&str> = repos.iter().map(|(v, _)| v.as_str()).collect();
+    assert_eq!(
+        with_repo,
+        [
+            "AITER_REF",
+            "ATOM_REF",
+            "CUPY_REF",
+            "LMCACHE_REF",
+            "NIXL_REF",
+            "TORCHVISION_REF",
+            "TRITON_REF",
+            "UCX_REF",
+            "VLLM_REF"
+        ]
+        .into(),
+        "every pinned upstream ref is found: {pins:#?}"
+    );
+    // The mirrors: the pinned tag and a newer release of each.
+    for p in &pins {
+        let (Some(var), Some(url)) = (p["variable"].as_str(), p["repository"].as_str()) else {
+            continue;
+        };
+        let path = url
+            .strip_prefix("https://github.com/")
+            .and_then(|r| r.strip_suffix(".git"))
+            .unwrap_or_else(|| panic!("{var}: {url} is not a GitHub repository"));
+        let pin = p["pin"].as_str().unwrap();
+        let tags: Vec<&str> = if pin.len() == 40 {
+            vec!["v99.0.0"]
+        } else {
+            vec![pin, "v99.0.0"]
+        };
+        common::git_repo(&mirrors, path, &tags, &["main-dev"]);
+    }
+    let o = run(&["--no-registry"]);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for p in pins.as_array().unwrap() {
+        if p["repository"].is_null() {
+            continue;
+        }
+        let kind = if p["pin"].as_str().unwrap().len() == 40 {
+            "commit"
+        } else {
+            "tag"
+        };
+        assert_eq!(p["kind"], kind, "{p}");
+        assert_eq!(p["newest"], "v99.0.0", "{p}");
+    }
+    // What is built from each pin: the targets it reaches as an arg.
+    let vllm = pins
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["variable"] == "VLLM_REF")
+        .unwrap();
+    let targets: Vec<&str> = vllm["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["vllm", "vllm-wheel"], "{vllm}");
+    let _ = std::fs::remove_dir_all(&mirrors);
+}
+
+/// The reference stack passes kiln's own lint with no error: every target's
+/// Dockerfile and sources are there, the refs come from the bake file.
+#[test]
+fn the_reference_stack_lints_without_errors() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["lint", "--format", "json", "stacks/rocm"])
+        .current_dir(common::root())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        common::stdout(&o),
+        common::stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    let errors: Vec<&serde_json::Value> = findings
+        .iter()
+        .filter(|f| f["severity"] == "error" || f["level"] == "error")
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    // What is left are the seed's deliberate MAX_JOBS override (passed only
+    // when pinned), told as warnings.
+    for f in findings {
+        assert_eq!(f["rule"], "jobs-arg-in-key", "{f}");
+    }
 }
