@@ -353,6 +353,28 @@ fn copy_heredoc_reads_no_context() {
 }
 
 #[test]
+fn run_heredocs_anywhere_in_the_command_are_part_of_the_instruction() {
+    // BuildKit takes `<<WORD` anywhere in a RUN line, several in a row.
+    let text = "FROM a\nRUN python3 - <<'PY'\nprint(1)\nPY\nRUN cat <<A > /a && cat <<-B > /b\na\nA\n\tb\n\tB\nCOPY f /f\n";
+    let a = an(text);
+    let inst = &a.stages[0].instructions;
+    assert_eq!(inst.len(), 4, "{inst:?}");
+    assert_eq!(inst[1].text, "RUN python3 - <<'PY'\nprint(1)\nPY");
+    assert_eq!((inst[1].line, inst[1].end_line), (2, 4));
+    assert_eq!(
+        inst[2].text,
+        "RUN cat <<A > /a && cat <<-B > /b\na\nA\n\tb\n\tB"
+    );
+    assert_eq!((inst[3].line, inst[3].kind), (10, InstructionKind::Copy));
+    assert_eq!(ctx(&a), ["f"]);
+    // A change in a body is a change of the stage's text (and key).
+    let changed = an(&text.replace("print(1)", "print(2)"));
+    assert_ne!(a.needed_text, changed.needed_text);
+    let same = an(text);
+    assert_eq!(a.needed_text, same.needed_text);
+}
+
+#[test]
 fn run_mounts() {
     let t = "FROM a AS w\nFROM b\nARG SECRET_ID=tok\n\
              RUN --mount=type=bind,target=/src \\\n\

@@ -12,6 +12,7 @@
 //! `.dockerignore` and hashing belong to the caller.
 
 mod error;
+mod heredoc;
 pub mod lex;
 mod mount;
 mod text;
@@ -230,6 +231,8 @@ pub struct RemoteSource {
     pub kind: RemoteKind,
     /// The URL after expansion.
     pub url: String,
+    /// The URL as written, before expansion.
+    pub raw: String,
     /// `--checksum=`, if given (pins an HTTP source).
     pub checksum: Option<String>,
 }
@@ -325,12 +328,18 @@ pub fn analyze(
     target_stage: Option<&str>,
     build_args: &BTreeMap<String, String>,
 ) -> Result<Analysis, DockerfileError> {
-    let df = pd::parse(text).map_err(|e| DockerfileError::Parse {
+    let masked = heredoc::mask(text);
+    let parse_text = masked.as_ref().map_or(text, |m| m.text.as_str());
+    let df = pd::parse(parse_text).map_err(|e| DockerfileError::Parse {
         line: e.line(),
         column: e.column(),
         message: format!("{e:#}"),
     })?;
-    Analyzer::new(text, &df, build_args).run(target_stage)
+    let mut a = Analyzer::new(text, &df, build_args);
+    if let Some(m) = &masked {
+        a.bodies = m.bodies.clone();
+    }
+    a.run(target_stage)
 }
 
 struct Global {
@@ -347,6 +356,9 @@ struct Analyzer<'t, 'd> {
     build_args: &'d BTreeMap<String, String>,
     globals: BTreeMap<String, Global>,
     global_decls: Vec<(ArgDecl, String)>,
+    /// RUN heredoc bodies the parser was not shown (`heredoc`), by the
+    /// offset of their RUN keyword, with the end of their last terminator.
+    bodies: BTreeMap<usize, (Vec<std::ops::Range<usize>>, usize)>,
 }
 
 /// The per-stage variable scope: ENV (inherited from a parent stage) over ARG.
@@ -477,6 +489,7 @@ impl<'t, 'd> Analyzer<'t, 'd> {
             build_args,
             globals: BTreeMap::new(),
             global_decls: Vec::new(),
+            bodies: BTreeMap::new(),
         }
     }
 
@@ -485,7 +498,11 @@ impl<'t, 'd> Analyzer<'t, 'd> {
     }
 
     fn extent(&self, inst: &pd::Instruction<'_>) -> (Instruction, String) {
-        let (range, heredocs) = text::instruction_extent(self.text, inst);
+        let (mut range, mut heredocs) = text::instruction_extent(self.text, inst);
+        if let Some((extra, end)) = self.bodies.get(&range.start) {
+            heredocs.extend(extra.iter().cloned());
+            range.end = range.end.max(*end);
+        }
         let line = self.line(range.start);
         let end_line = self.line(range.end.saturating_sub(1).max(range.start));
         let canonical = text::canonical(self.text, range.clone(), &heredocs, &self.lines);
@@ -1250,6 +1267,7 @@ impl<'t, 'd> Analyzer<'t, 'd> {
                     line,
                     kind,
                     url: path,
+                    raw: r.clone(),
                     checksum: checksum.clone(),
                 });
                 continue;
