@@ -213,7 +213,11 @@ fn stage(s: &Stage, escape: char, loc: &dyn Fn(usize) -> Loc, c: &mut Collector)
         let Some(gref) = names::git_url_ref(&r.url) else {
             continue;
         };
+        // A ref written as a variable (`#${TRITON_REF}`) is the bake
+        // file's to give: with no value here it is not a missing ref.
+        let ref_from_variable = r.raw.split_once('#').is_some_and(|(_, f)| f.contains('$'));
         match names::ref_kind(&gref) {
+            names::RefKind::Empty if ref_from_variable => {}
             names::RefKind::Empty => c.add(
                 MOVING_REF,
                 &here,
