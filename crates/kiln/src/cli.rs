@@ -46,6 +46,9 @@ pub struct VersionsArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Do not ask the registry which images built from each pin it holds.
+    #[arg(long)]
+    pub no_registry: bool,
 }
 
 #[derive(Debug, Args)]

@@ -183,6 +183,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             let s = commands::versions::VersionsSettings {
                 bake: BakeSettings::resolve(&a.bake)?,
                 format: a.format,
+                registry: !a.no_registry,
             };
             commands::versions::run(s, out)
         }

@@ -2787,3 +2787,44 @@ fn builds_are_named_in_buildkit_history_by_project_target_arch_and_run() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("run id"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kiln versions` says what the registry holds of each pin: the image
+/// dev-env pushed is there, a tag nothing pushed is not, and a registry
+/// that does not answer is unknown (never "absent").
+#[test]
+fn versions_tell_which_images_of_a_pin_the_registry_holds() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = unique("");
+    let bake = format!(
+        "variable \"TOOL_VERSION\" {{ default = \"1.0\" }}\n\
+         target \"there\" {{\n  args = {{ TOOL_VERSION = TOOL_VERSION }}\n  tags = [\"{reg}/kiln/busybox:latest\"]\n}}\n\
+         target \"absent\" {{\n  args = {{ TOOL_VERSION = TOOL_VERSION }}\n  tags = [\"{reg}/kiln-e2e/never-{salt}:1\"]\n}}\n\
+         target \"nowhere\" {{\n  args = {{ TOOL_VERSION = TOOL_VERSION }}\n  tags = [\"127.0.0.1:9/x/y:1\"]\n}}\n\
+         target \"other\" {{\n  tags = [\"{reg}/kiln/busybox:latest\"]\n}}\n"
+    );
+    let dir = workspace(&[("docker-bake.hcl", &bake), ("Dockerfile", "FROM scratch\n")]);
+    let o = kiln(&dir, &host, &["versions", "--format", "json"], &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let images = &pins[0]["images"];
+    let held = |t: &str| {
+        images
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["target"] == t)
+            .unwrap_or_else(|| panic!("{t} in {images}"))["in_registry"]
+            .clone()
+    };
+    assert_eq!(images.as_array().unwrap().len(), 3, "{images}");
+    assert_eq!(held("there"), true);
+    assert_eq!(held("absent"), false);
+    assert!(held("nowhere").is_null(), "{images}");
+    let o = kiln(&dir, &host, &["versions"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("1/3 in the registry (1 unknown: registry not reachable)"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,6 +15,8 @@ use crate::settings::BakeSettings;
 pub struct VersionsSettings {
     pub bake: BakeSettings,
     pub format: Format,
+    /// Ask the registry which images built from each pin it holds.
+    pub registry: bool,
 }
 
 /// One pinned ref and what its repository says of it.
@@ -36,11 +38,34 @@ pub struct Pin {
     /// Why, for `unreachable`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The images built from this pin: every target the variable reaches
+    /// as a build arg, by its first tag, and whether the registry holds it.
+    pub images: Vec<PinImage>,
+}
+
+/// One image a pin is built into.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PinImage {
+    pub target: String,
+    pub tag: String,
+    /// The registry has the tag; `None` when it could not be asked.
+    pub in_registry: Option<bool>,
 }
 
 pub fn run(s: VersionsSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = load(&s.bake)?;
-    let dockerfiles = dockerfile_texts(&bake, &s.bake.cwd);
+    // Targets as bake resolves them (paths file-relative when bake makes
+    // them so, overrides applied); one that does not resolve is left out.
+    let names: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
+    let mut resolved = Vec::new();
+    for n in names.iter().filter(|n| !n.starts_with('_')) {
+        if let Ok(r) = bake.resolve(std::slice::from_ref(n), &s.bake.sets, &s.bake.opts)
+            && let Some(t) = r.targets.get(n)
+        {
+            resolved.push(t.clone());
+        }
+    }
+    let dockerfiles = dockerfile_texts(&resolved, &s.bake.cwd);
     let values: Vec<(String, String)> = bake
         .config
         .variables
@@ -63,7 +88,18 @@ pub fn run(s: VersionsSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .find(|(n, v)| *n == format!("{prefix}_REPO") && !v.is_empty())
             .map(|(n, v)| (v.clone(), format!("variable {n}")));
         let repo = from_var.or_else(|| repo_in_dockerfiles(name, &dockerfiles));
-        pins.push(check(name, value, repo));
+        let mut pin = check(name, value, repo);
+        pin.images = images_of(name, &resolved);
+        pins.push(pin);
+    }
+    if s.registry {
+        let found = crate::prepare::engine::probe_refs(
+            pins.iter()
+                .flat_map(|p| p.images.iter().map(|i| i.tag.clone())),
+        )?;
+        for i in pins.iter_mut().flat_map(|p| p.images.iter_mut()) {
+            i.in_registry = found.get(&i.tag).copied().flatten();
+        }
     }
     match s.format {
         Format::Json => {
@@ -78,6 +114,7 @@ pub fn run(s: VersionsSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 "KIND".into(),
                 "NEWEST".into(),
                 "REPOSITORY".into(),
+                "IMAGES".into(),
             ]];
             for p in &pins {
                 rows.push(vec![
@@ -86,6 +123,7 @@ pub fn run(s: VersionsSettings, out: &mut dyn Write) -> Result<(), CliError> {
                     p.kind.to_string(),
                     p.newest.clone().unwrap_or_default(),
                     p.repository.clone().unwrap_or_default(),
+                    images_cell(&p.images, s.registry),
                 ]);
             }
             crate::output::write(out, &kiln_bake::tabwrite(&rows))?;
@@ -117,17 +155,66 @@ pub fn run(s: VersionsSettings, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The targets a pin variable reaches as a build arg of the same name, by
+/// their first tag.
+fn images_of(name: &str, targets: &[kiln_bake::Target]) -> Vec<PinImage> {
+    targets
+        .iter()
+        .filter(|t| {
+            t.args
+                .as_ref()
+                .is_some_and(|a| a.get(name).is_some_and(|v| v.is_some()))
+        })
+        .filter_map(|t| {
+            Some(PinImage {
+                target: t.name.clone(),
+                tag: t.tags.as_ref()?.first()?.clone(),
+                in_registry: None,
+            })
+        })
+        .collect()
+}
+
+/// `3/4 in the registry`, `2 image(s)` when the registry was not asked, or
+/// `-` for a pin no target builds.
+fn images_cell(images: &[PinImage], asked: bool) -> String {
+    if images.is_empty() {
+        return "-".into();
+    }
+    if !asked {
+        return format!("{} image(s)", images.len());
+    }
+    let known = images.iter().filter(|i| i.in_registry.is_some()).count();
+    let there = images
+        .iter()
+        .filter(|i| i.in_registry == Some(true))
+        .count();
+    if known == 0 {
+        return format!("{} image(s), registry not reachable", images.len());
+    }
+    let mut cell = format!("{there}/{} in the registry", images.len());
+    if known < images.len() {
+        cell.push_str(&format!(
+            " ({} unknown: registry not reachable)",
+            images.len() - known
+        ));
+    }
+    cell
+}
+
 /// The Dockerfiles of every target, as text.
-fn dockerfile_texts(bake: &kiln_bake::Bake, cwd: &Path) -> Vec<String> {
+fn dockerfile_texts(targets: &[kiln_bake::Target], cwd: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    for t in &bake.config.targets {
+    for t in targets {
         if let Some(inline) = &t.dockerfile_inline {
             out.push(inline.clone());
             continue;
         }
         let context = cwd.join(t.context.as_deref().unwrap_or("."));
         let file = t.dockerfile.as_deref().unwrap_or("Dockerfile");
-        let path = if Path::new(file).is_absolute() {
+        let path = if let Some(rest) = file.strip_prefix("cwd://") {
+            cwd.join(rest)
+        } else if Path::new(file).is_absolute() {
             Path::new(file).to_path_buf()
         } else {
             context.join(file)
@@ -188,6 +275,7 @@ fn check(name: &str, pin: &str, repo: Option<(String, String)>) -> Pin {
         kind: "no-upstream",
         newest: None,
         error: None,
+        images: Vec::new(),
     };
     let Some((url, how)) = repo else {
         return p;

@@ -123,7 +123,7 @@ pub fn probe_refs(
                 Ok(Resolution::Found(_)) => Some(true),
                 Ok(Resolution::Absent) => Some(false),
                 Err(err) => {
-                    eprintln!("warning: cannot probe cache refs on {host}: {err}");
+                    eprintln!("warning: cannot ask the registry {host}: {err}");
                     dead.insert(host);
                     None
                 }
