@@ -48,6 +48,12 @@ pub struct BuildxOptions {
     pub implicit_secrets: Vec<crate::spec::SecretSpec>,
     /// Extra tags (the per-run build tag when nothing is pushed).
     pub extra_tags: Vec<String>,
+    /// Clamp the file times in the pushed layers to `SOURCE_DATE_EPOCH`
+    /// (the image exporter's `rewrite-timestamp`), so that a rebuild of
+    /// unchanged inputs is byte-identical. Only where BuildKit can: a
+    /// pushed image of a builder whose exporter does not unpack into an
+    /// engine (`rewrite_applies`).
+    pub rewrite_timestamp: bool,
 }
 
 impl Default for BuildxOptions {
@@ -60,8 +66,24 @@ impl Default for BuildxOptions {
             progress: "rawjson".into(),
             implicit_secrets: Vec::new(),
             extra_tags: Vec::new(),
+            rewrite_timestamp: false,
         }
     }
+}
+
+/// Whether a build of `spec` on a builder can have its layer file times
+/// rewritten to `SOURCE_DATE_EPOCH`: it has one, its image is pushed, and
+/// the builder keeps no engine image store. A docker-driver builder's
+/// image exporter always unpacks into the engine, and BuildKit refuses
+/// `rewrite-timestamp` with `unpack` (moby/buildkit#4230).
+pub fn rewrite_applies(spec: &BuildSpec, keeps_images: bool) -> bool {
+    !keeps_images
+        && spec.push
+        && !spec.tags.is_empty()
+        && spec
+            .args
+            .get("SOURCE_DATE_EPOCH")
+            .is_some_and(|v| !v.is_empty())
 }
 
 /// Shows `p` relative to `base` when it is inside it (stable snapshots and
@@ -179,7 +201,13 @@ pub fn command(
         a.push(e.csv());
     }
     if spec.push && !spec.tags.is_empty() {
-        a.push("--push".into());
+        if opts.rewrite_timestamp {
+            // `--push` is `--output type=registry`; the tags name it.
+            a.push("--output".into());
+            a.push("type=registry,rewrite-timestamp=true".into());
+        } else {
+            a.push("--push".into());
+        }
     }
     if let Some(m) = &opts.metadata_file {
         a.push("--metadata-file".into());
@@ -817,6 +845,7 @@ impl BuildxDriver {
             progress: version.progress().into(),
             implicit_secrets: implicit,
             extra_tags: if pushes { Vec::new() } else { vec![build_tag] },
+            rewrite_timestamp: rewrite_applies(spec, self.engine.is_some()),
         };
         // buildx runs in the context directory; paths are shown from there.
         let argv = command(&spec_run, &policy, req.hand_over, &opts, &spec.context);
@@ -1285,5 +1314,42 @@ mod tests {
         assert!(line.ends_with("--push ."), "{line}");
         let text = render(&argv);
         assert!(text.contains(" \\\n  --cache-to "), "{text}");
+    }
+    #[test]
+    fn layer_times_are_rewritten_where_buildkit_can() {
+        let mut s = spec();
+        s.push = true;
+        s.args.insert("SOURCE_DATE_EPOCH".into(), "0".into());
+        // A builder that keeps no image store: rewritten, when pushed with
+        // an epoch.
+        assert!(rewrite_applies(&s, false));
+        // A docker-driver builder unpacks into its engine, which BuildKit
+        // refuses with rewrite-timestamp.
+        assert!(!rewrite_applies(&s, true));
+        let mut no_epoch = s.clone();
+        no_epoch.args.remove("SOURCE_DATE_EPOCH");
+        assert!(!rewrite_applies(&no_epoch, false));
+        let mut unpushed = s.clone();
+        unpushed.push = false;
+        assert!(!rewrite_applies(&unpushed, false));
+
+        let p = no_cache_policy();
+        let argv = command(
+            &s,
+            &p,
+            &BTreeMap::new(),
+            &BuildxOptions {
+                rewrite_timestamp: true,
+                ..BuildxOptions::default()
+            },
+            Path::new("/w"),
+        );
+        let line = argv.join(" ");
+        assert!(
+            line.ends_with("--output type=registry,rewrite-timestamp=true ."),
+            "{line}"
+        );
+        assert!(!line.contains("--push"), "{line}");
+        assert!(line.contains("--build-arg SOURCE_DATE_EPOCH=0"), "{line}");
     }
 }

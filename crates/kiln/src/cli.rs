@@ -228,6 +228,13 @@ pub struct BakeArgs {
     /// Set a variable: `NAME=VALUE` (wins over the environment).
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub var: Vec<String>,
+    /// SOURCE_DATE_EPOCH for every target whose args set none: seconds
+    /// since 1970, or `none`. Default: $SOURCE_DATE_EPOCH, else 0 for
+    /// plan/build/why (a constant, so a rebuild of unchanged inputs can be
+    /// byte-identical); `kiln print` adds it only when given, as bake does
+    /// with $SOURCE_DATE_EPOCH.
+    #[arg(long = "source-date-epoch", value_name = "EPOCH|none")]
+    pub source_date_epoch: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -13,8 +13,18 @@ pub struct BakeSettings {
     pub sets: Vec<String>,
     pub opts: kiln_bake::Options,
     pub cwd: PathBuf,
+    /// `SOURCE_DATE_EPOCH` as bake reads it: `--source-date-epoch` when
+    /// given (`none`: unset), else the environment's.
     pub source_date_epoch: Option<String>,
+    /// The one kiln gives every planned target whose args set none:
+    /// `source_date_epoch`, else `DEFAULT_SOURCE_DATE_EPOCH`; `None` when
+    /// `--source-date-epoch none`.
+    pub sde_default: Option<String>,
 }
+
+/// kiln's SOURCE_DATE_EPOCH when nothing sets one: a constant, so that the
+/// image of unchanged inputs does not change with the time of its build.
+pub const DEFAULT_SOURCE_DATE_EPOCH: &str = "0";
 
 /// The platform of this machine in OCI form (`linux/amd64`).
 pub fn local_platform() -> String {
@@ -87,12 +97,34 @@ impl BakeSettings {
             env: env.clone(),
             vars,
         };
+        let (source_date_epoch, sde_default) = match args.source_date_epoch.as_deref() {
+            Some("none") => (None, None),
+            Some(v) => {
+                if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) || v.len() > 18 {
+                    return Err(CliError::usage(format!(
+                        "invalid --source-date-epoch {v:?}: expected seconds since 1970-01-01 (a non-negative integer) or none"
+                    )));
+                }
+                (Some(v.to_string()), Some(v.to_string()))
+            }
+            None => {
+                let env_sde = env
+                    .get("SOURCE_DATE_EPOCH")
+                    .filter(|v| !v.is_empty())
+                    .cloned();
+                let default = env_sde
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_SOURCE_DATE_EPOCH.to_string());
+                (env_sde, Some(default))
+            }
+        };
         Ok(BakeSettings {
             files,
             sets: args.set.clone(),
             opts,
             cwd,
-            source_date_epoch: env.get("SOURCE_DATE_EPOCH").cloned(),
+            source_date_epoch,
+            sde_default,
         })
     }
 }

@@ -844,3 +844,75 @@ fn versions_tell_tags_from_branches_and_find_the_newest_release() {
     assert!(stderr(&o).contains("AITER_REF"), "{}", stderr(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SOURCE_DATE_EPOCH: every planned target gets one (its own arg, else
+/// `--source-date-epoch`, else $SOURCE_DATE_EPOCH, else kiln's constant
+/// 0), and it is part of the key; `kiln print` stays bake's view.
+#[test]
+fn every_target_builds_with_a_source_date_epoch_that_keys_it() {
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "group \"default\" { targets = [\"a\", \"own\"] }\ntarget \"a\" {}\ntarget \"own\" {\n  args = { SOURCE_DATE_EPOCH = \"1700000000\" }\n}\n",
+        ),
+        ("Dockerfile", "FROM scratch\nCOPY f /f\n"),
+        ("f", "x"),
+    ]);
+    let key = |args: &[&str], env: &[(&str, &str)]| {
+        let mut a = vec!["plan", "--format", "json"];
+        a.extend_from_slice(args);
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kiln"));
+        c.args(&a)
+            .current_dir(&dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("DOCKER_HOST", "unix:///nonexistent.sock");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let get = |n: &str| {
+            v["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == n)
+                .unwrap()["key"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a key for {n}: {v}"))
+                .to_string()
+        };
+        (get("a"), get("own"))
+    };
+    let (default, own) = key(&[], &[]);
+    assert_eq!(
+        key(&["--source-date-epoch", "0"], &[]),
+        (default.clone(), own.clone())
+    );
+    let (five, own5) = key(&["--source-date-epoch", "5"], &[]);
+    assert_ne!(five, default, "the epoch is part of the key");
+    assert_eq!(own5, own, "a target's own epoch wins");
+    assert_eq!(
+        key(&[], &[("SOURCE_DATE_EPOCH", "5")]).0,
+        five,
+        "as bake reads it"
+    );
+    let (none, _) = key(&["--source-date-epoch", "none"], &[]);
+    assert_ne!(none, default);
+    // A value that is not an epoch is refused.
+    let o = kiln(&dir, &["plan", "--source-date-epoch", "yesterday"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--source-date-epoch"), "{}", stderr(&o));
+    // print is bake's view: no epoch unless one is given.
+    let o = kiln(&dir, &["print", "a"]);
+    assert!(!stdout(&o).contains("SOURCE_DATE_EPOCH"), "{}", stdout(&o));
+    let o = kiln(&dir, &["print", "--source-date-epoch", "9", "a"]);
+    assert!(
+        stdout(&o).contains("\"SOURCE_DATE_EPOCH\": \"9\""),
+        "{}",
+        stdout(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -113,11 +113,21 @@ pub fn build_plan(
     let plan = Plan::new(&graph, &wanted).map_err(|e| graph_error(bake, e))?;
     let mut resolved = full.targets;
     resolved.extend(r.targets);
-    let targets = plan
+    let mut targets: std::collections::BTreeMap<String, kiln_bake::Target> = plan
         .targets
         .iter()
         .filter_map(|t| resolved.remove(&t.name).map(|x| (t.name.clone(), x)))
         .collect();
+    // Every target builds with a SOURCE_DATE_EPOCH: its own (an arg of the
+    // bake file, `null` to have none), else the run's.
+    if let Some(sde) = &s.sde_default {
+        for t in targets.values_mut() {
+            t.args
+                .get_or_insert_with(Default::default)
+                .entry("SOURCE_DATE_EPOCH".into())
+                .or_insert_with(|| Some(sde.clone()));
+        }
+    }
     Ok(Planned {
         graph,
         plan,
