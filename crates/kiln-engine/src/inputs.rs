@@ -235,6 +235,9 @@ pub fn gather_for_build(
     upstreams: &BTreeMap<String, String>,
     cache: &StatCache,
 ) -> Result<Gathered, EngineError> {
+    // Stamps are keyed by their stand-ins (docs/stamps.md).
+    let keyed = spec.keyed();
+    let spec: &BuildSpec = &keyed;
     let text = dockerfile_text(spec)?;
     let a = reads(spec, &text, platform)?;
     let df_rel = spec

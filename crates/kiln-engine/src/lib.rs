@@ -35,4 +35,4 @@ pub mod steps;
 pub use error::EngineError;
 pub use events::{Event, Reporter};
 pub use run::{RunOptions, RunSummary, TargetResult, TargetStatus, run};
-pub use spec::{BuildSpec, ContextSource, Endpoint, SecretSpec};
+pub use spec::{BuildSpec, ContextSource, Endpoint, KeyView, SecretSpec};

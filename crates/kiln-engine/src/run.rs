@@ -179,6 +179,11 @@ pub struct TargetResult {
 pub struct RunSummary {
     /// The run's id (`--run-id`, `RUN_ID`, or generated).
     pub run_id: String,
+    /// The provenance stamps this run built with (`VCS_REF`,
+    /// `BUILD_DATE`); a skipped target's image keeps those of the run
+    /// that built it (docs/stamps.md).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub stamps: BTreeMap<String, String>,
     pub targets: Vec<TargetResult>,
 }
 
@@ -738,6 +743,7 @@ pub async fn run(
         .collect();
     Ok(RunSummary {
         run_id: shared.opts.run_id.clone(),
+        stamps: BTreeMap::new(),
         targets,
     })
 }

@@ -31,6 +31,15 @@ pub struct SecretSpec {
     pub env: Option<String>,
 }
 
+/// The args and labels a target is keyed by, where they differ from those
+/// it is built with: provenance stamps (`VCS_REF`, `BUILD_DATE`) are built
+/// with their values and keyed by a fixed stand-in (docs/stamps.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KeyView {
+    pub args: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
 /// One target to build.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct BuildSpec {
@@ -60,9 +69,28 @@ pub struct BuildSpec {
     /// The layer-cache policy on a buildx builder (registry import and
     /// `mode=max` export; `kiln_plan::cache`), set when building with buildx.
     pub buildx_cache: Option<kiln_plan::cache::CachePolicy>,
+    /// What the key reads in place of `args` and `labels`, when stamps
+    /// reach them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_view: Option<KeyView>,
 }
 
 impl BuildSpec {
+    /// The spec as its content key sees it: `key_view`'s args and labels
+    /// in place of the real ones.
+    pub fn keyed(&self) -> std::borrow::Cow<'_, BuildSpec> {
+        match &self.key_view {
+            None => std::borrow::Cow::Borrowed(self),
+            Some(v) => {
+                let mut k = self.clone();
+                k.args = v.args.clone();
+                k.labels = v.labels.clone();
+                k.key_view = None;
+                std::borrow::Cow::Owned(k)
+            }
+        }
+    }
+
     /// Several platforms in one target: its image is an index that lives
     /// in a registry only (pushed by digest, identified by the identities
     /// of all its platforms), never one engine's image.

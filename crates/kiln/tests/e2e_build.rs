@@ -2828,3 +2828,139 @@ fn versions_tell_which_images_of_a_pin_the_registry_holds() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Provenance stamps, both halves. kiln fills `VCS_REF` (the commit,
+/// `-dirty` for changed tracked files) and `BUILD_DATE` (the commit's time)
+/// from git, and they reach the image's labels. They are kept out of every
+/// key, so a commit that changes nothing a target consumes still skips it;
+/// the target that did change is built with the new stamp.
+#[test]
+fn stamps_reach_the_image_and_a_commit_elsewhere_still_skips() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let bake = r#"variable "VCS_REF" { default = "" }
+variable "BUILD_DATE" { default = "" }
+group "default" { targets = ["a", "b"] }
+target "_common" {
+  network = "host"
+  labels = {
+    "org.opencontainers.image.revision" = VCS_REF != "" ? VCS_REF : null
+    "org.opencontainers.image.created"  = BUILD_DATE != "" ? BUILD_DATE : null
+  }
+}
+target "a" {
+  inherits   = ["_common"]
+  dockerfile = "Dockerfile.a"
+}
+target "b" {
+  inherits   = ["_common"]
+  dockerfile = "Dockerfile.b"
+}
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.a",
+            "FROM kiln/busybox:latest\nCOPY a.txt /a.txt\n",
+        ),
+        (
+            "Dockerfile.b",
+            "FROM kiln/busybox:latest\nCOPY b.txt /b.txt\n",
+        ),
+        ("a.txt", &format!("a {salt}\n")),
+        ("b.txt", &format!("b {salt}\n")),
+        (".gitignore", ".kiln/\n"),
+    ]);
+    let git = |args: &[&str], date: &str| -> String {
+        let mut c = Command::new("git");
+        c.args(args)
+            .current_dir(&dir)
+            .env("GIT_AUTHOR_NAME", "k")
+            .env("GIT_AUTHOR_EMAIL", "k@example.invalid")
+            .env("GIT_COMMITTER_NAME", "k")
+            .env("GIT_COMMITTER_EMAIL", "k@example.invalid");
+        if !date.is_empty() {
+            c.env("GIT_AUTHOR_DATE", date)
+                .env("GIT_COMMITTER_DATE", date);
+        }
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    git(&["init", "-q"], "");
+    git(&["add", "-A"], "");
+    git(&["commit", "-q", "-m", "one"], "2026-03-04T05:06:07+00:00");
+    let first = git(&["rev-parse", "HEAD"], "");
+    let first_date = git(&["show", "-s", "--format=%cI", "HEAD"], "");
+    assert!(
+        first_date.starts_with("2026-03-04T05:06:07"),
+        "{first_date}"
+    );
+    let labels = |s: &serde_json::Value, t: &str| -> serde_json::Value {
+        let image = target(s, t)["image"].as_str().unwrap().to_string();
+        serde_json::from_str(&docker(
+            &host,
+            &[
+                "image",
+                "inspect",
+                "--format",
+                "{{json .Config.Labels}}",
+                &image,
+            ],
+        ))
+        .unwrap()
+    };
+    let run = || {
+        let o = build_json(&dir, &host, &[], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        summary(&o)
+    };
+    let s1 = run();
+    assert_eq!(s1["stamps"]["VCS_REF"], first.as_str(), "{s1}");
+    assert_eq!(s1["stamps"]["BUILD_DATE"], first_date.as_str());
+    let l = labels(&s1, "a");
+    assert_eq!(
+        l["org.opencontainers.image.revision"],
+        first.as_str(),
+        "{l}"
+    );
+    assert_eq!(l["org.opencontainers.image.created"], first_date.as_str());
+
+    // A commit that touches only b: a keeps its key (skipped, its image
+    // still stamped by the commit that built it), b is built and stamped
+    // with the new commit.
+    std::fs::write(dir.join("b.txt"), format!("b2 {salt}\n")).unwrap();
+    git(&["commit", "-q", "-am", "two"], "2026-03-05T00:00:00+00:00");
+    let second = git(&["rev-parse", "HEAD"], "");
+    let s2 = run();
+    assert_eq!(target(&s2, "a")["status"], "skipped", "{s2}");
+    assert_eq!(target(&s2, "a")["key"], target(&s1, "a")["key"]);
+    assert_eq!(target(&s2, "b")["status"], "built", "{s2}");
+    assert_eq!(
+        labels(&s2, "b")["org.opencontainers.image.revision"],
+        second.as_str()
+    );
+    assert_eq!(
+        labels(&s2, "a")["org.opencontainers.image.revision"],
+        first.as_str()
+    );
+    assert_eq!(s2["stamps"]["VCS_REF"], second.as_str());
+
+    // A change not committed: the tree is dirty, and what changed is
+    // built with the -dirty stamp.
+    std::fs::write(dir.join("a.txt"), format!("a2 {salt}\n")).unwrap();
+    let s3 = run();
+    let dirty = format!("{second}-dirty");
+    assert_eq!(s3["stamps"]["VCS_REF"], dirty.as_str());
+    assert_eq!(target(&s3, "a")["status"], "built", "{s3}");
+    assert_eq!(target(&s3, "b")["status"], "skipped", "{s3}");
+    assert_eq!(
+        labels(&s3, "a")["org.opencontainers.image.revision"],
+        dirty.as_str()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

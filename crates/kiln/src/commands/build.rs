@@ -535,7 +535,8 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     if let Err(e) = stat_cache.save(&s.store.stat_cache) {
         eprintln!("warning: could not save the stat cache: {e}");
     }
-    let summary = result.map_err(|e| engine_error(e, &s.store.endpoint))?;
+    let mut summary = result.map_err(|e| engine_error(e, &s.store.endpoint))?;
+    summary.stamps = planned.stamps.clone();
     // What was built and how long it took, normalised by the node's speed
     // (from the fleet file; 1.0 on a single engine), for learned costs.
     let speeds: std::collections::HashMap<String, f64> = s

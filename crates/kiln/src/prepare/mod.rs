@@ -31,6 +31,7 @@ pub mod fleet;
 pub mod plan;
 pub mod preflight;
 pub mod spec;
+pub mod stamps;
 
 pub use bake::{check_requested, load, resolve};
 pub use engine::{builder_spec, endpoint, engine_error, open_store, probe_refs, runtime};

@@ -73,6 +73,11 @@ pub struct Planned {
     pub plan: Plan,
     /// Resolved bake targets by name (every target of the plan is here).
     pub targets: std::collections::BTreeMap<String, kiln_bake::Target>,
+    /// The args and labels each target stamped by `VCS_REF`/`BUILD_DATE`
+    /// is keyed by (`stamps`).
+    pub key_views: std::collections::BTreeMap<String, kiln_engine::KeyView>,
+    /// The stamp values this run builds with.
+    pub stamps: std::collections::BTreeMap<String, String>,
 }
 
 /// Builds the graph over every target of the files (so that references to
@@ -82,6 +87,10 @@ pub fn build_plan(
     s: &BakeSettings,
     requested: &[String],
 ) -> Result<Planned, CliError> {
+    // With stamp variables, the files are evaluated with the stamps
+    // (what is built) and with stand-ins (what is keyed).
+    let views = super::stamps::views(bake, s)?;
+    let bake = views.as_ref().map_or(bake, |v| &v.real);
     let r = resolve(bake, s, requested)?;
     let all: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
     // Targets outside the request matter when a requested one names their
@@ -118,20 +127,42 @@ pub fn build_plan(
         .iter()
         .filter_map(|t| resolved.remove(&t.name).map(|x| (t.name.clone(), x)))
         .collect();
-    // Every target builds with a SOURCE_DATE_EPOCH: its own (an arg of the
-    // bake file, `null` to have none), else the run's.
-    if let Some(sde) = &s.sde_default {
-        for t in targets.values_mut() {
+    let with_epoch = |t: &mut kiln_bake::Target| {
+        // Every target builds with a SOURCE_DATE_EPOCH: its own (an arg of
+        // the bake file, `null` to have none), else the run's.
+        if let Some(sde) = &s.sde_default {
             t.args
                 .get_or_insert_with(Default::default)
                 .entry("SOURCE_DATE_EPOCH".into())
                 .or_insert_with(|| Some(sde.clone()));
+        }
+    };
+    targets.values_mut().for_each(with_epoch);
+    let mut key_views = std::collections::BTreeMap::new();
+    let mut stamps = std::collections::BTreeMap::new();
+    if let Some(v) = &views {
+        stamps = v.values.clone();
+        let names: Vec<String> = targets.keys().cloned().collect();
+        let keyed = v
+            .keyed
+            .resolve(&names, &s.sets, &s.opts)
+            .map_err(CliError::from)?;
+        for (name, real) in &targets {
+            let Some(mut k) = keyed.targets.get(name).cloned() else {
+                continue;
+            };
+            with_epoch(&mut k);
+            if let Some(view) = super::stamps::key_view(name, real, &k)? {
+                key_views.insert(name.clone(), view);
+            }
         }
     }
     Ok(Planned {
         graph,
         plan,
         targets,
+        key_views,
+        stamps,
     })
 }
 

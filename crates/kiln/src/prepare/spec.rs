@@ -171,6 +171,7 @@ pub fn spec_for(
         cache_from: Vec::new(),
         inline_cache: false,
         buildx_cache: None,
+        key_view: planned.key_views.get(name).cloned(),
     })
 }
 

@@ -1,0 +1,201 @@
+//! Provenance stamps: `VCS_REF` (the commit, `-dirty` for a tree with
+//! changes to tracked files) and `BUILD_DATE` (the commit's own time),
+//! the bake variables seed 004's Makefile supplies. kiln fills them from
+//! git when the files declare them and neither `--var` nor the
+//! environment sets them, and keeps them out of every content key: a
+//! target is keyed as if each stamp variable held a fixed stand-in, and
+//! built with the real values. A commit that changes nothing a target
+//! consumes therefore keeps its key and is skipped, and an image built at
+//! a commit carries that commit's stamp. docs/stamps.md.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use kiln_bake::Bake;
+
+use crate::error::CliError;
+use crate::settings::BakeSettings;
+
+/// The stamp variables, by name.
+pub const VARIABLES: [&str; 2] = ["VCS_REF", "BUILD_DATE"];
+
+/// What every stamp variable holds in the key's evaluation: non-empty, so
+/// that `VCS_REF != "" ? … : null` takes the same shape as with a stamp.
+pub const STAND_IN: &str = "kiln-stamp";
+
+/// The two evaluations of the files: `real` (stamps as they are built)
+/// and `keyed` (every stamp variable holding `STAND_IN`).
+pub struct Views {
+    pub real: Bake,
+    pub keyed: Bake,
+    /// The stamp values this run builds with (from git or as set).
+    pub values: BTreeMap<String, String>,
+}
+
+/// `None` when the files declare no stamp variable (or are read from
+/// stdin, which cannot be read twice): there is nothing to keep out.
+pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
+    let declared: Vec<&str> = VARIABLES
+        .iter()
+        .copied()
+        .filter(|v| bake.config.variables.iter().any(|d| d.name == *v))
+        .collect();
+    if declared.is_empty() || s.files.iter().any(|f| f == "-") {
+        return Ok(None);
+    }
+    let git = from_git(&s.project_dir());
+    let mut real_opts = s.opts.clone();
+    let mut values = BTreeMap::new();
+    for v in &declared {
+        let given = real_opts.vars.get(*v).cloned().or_else(|| {
+            (!s.opts.disable_env_lookup)
+                .then(|| s.opts.env.get(*v).cloned())
+                .flatten()
+        });
+        match given {
+            Some(g) => {
+                values.insert(v.to_string(), g);
+            }
+            None => {
+                if let Some(g) = git.get(*v) {
+                    real_opts.vars.insert(v.to_string(), g.clone());
+                    values.insert(v.to_string(), g.clone());
+                }
+            }
+        }
+    }
+    let mut keyed_opts = s.opts.clone();
+    for v in &declared {
+        keyed_opts.vars.insert(v.to_string(), STAND_IN.to_string());
+    }
+    let real = kiln_bake::load_paths(&s.files, &real_opts).map_err(CliError::from)?;
+    let keyed = kiln_bake::load_paths(&s.files, &keyed_opts).map_err(CliError::from)?;
+    Ok(Some(Views {
+        real,
+        keyed,
+        values,
+    }))
+}
+
+/// `VCS_REF` and `BUILD_DATE` of the checkout `dir` is in; empty when it
+/// is not in a git work tree (or git is missing).
+pub fn from_git(dir: &Path) -> BTreeMap<&'static str, String> {
+    let git = |args: &[&str]| -> Option<String> {
+        let o = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let mut out = BTreeMap::new();
+    let Some(rev) = git(&["rev-parse", "HEAD"]).filter(|r| !r.is_empty()) else {
+        return out;
+    };
+    // Changes to tracked files make the tree dirty; untracked files (kiln's
+    // own .kiln/, build outputs) do not.
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    out.insert("VCS_REF", if dirty { format!("{rev}-dirty") } else { rev });
+    if let Some(date) = git(&["show", "-s", "--format=%cI", "HEAD"]).filter(|d| !d.is_empty()) {
+        out.insert("BUILD_DATE", date);
+    }
+    out
+}
+
+/// The args and labels a target is keyed by, when stamps reach them: its
+/// `keyed` resolution's. An error when a stamp reaches anything else that
+/// decides what is built (its Dockerfile, context, stage, platforms,
+/// contexts, secrets), which would make every commit a new build. Tags
+/// may carry stamps: they are not part of the key.
+pub fn key_view(
+    name: &str,
+    real: &kiln_bake::Target,
+    keyed: &kiln_bake::Target,
+) -> Result<Option<KeyView>, CliError> {
+    let strip = |m: &Option<BTreeMap<String, Option<String>>>| -> BTreeMap<String, String> {
+        m.clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect()
+    };
+    let (ra, ka) = (strip(&real.args), strip(&keyed.args));
+    let (rl, kl) = (strip(&real.labels), strip(&keyed.labels));
+    let mut r = real.clone();
+    let mut k = keyed.clone();
+    for t in [&mut r, &mut k] {
+        t.args = None;
+        t.labels = None;
+        t.tags = None;
+        t.output = None;
+        t.cache_to = None;
+        t.cache_from = None;
+        t.annotations = None;
+        t.description = None;
+        t.attest = None;
+    }
+    if r != k {
+        return Err(CliError::usage(format!(
+            "target {name}: a stamp variable ({}) reaches more than its args, labels, tags, outputs, annotations and cache refs; a stamp there would make every commit a different build",
+            VARIABLES.join(", ")
+        ))
+        .with_hint("use VCS_REF and BUILD_DATE only in args, labels and tags; to key a target on the commit, give it a variable of another name"));
+    }
+    if ra == ka && rl == kl {
+        return Ok(None);
+    }
+    Ok(Some(KeyView {
+        args: ka,
+        labels: kl,
+    }))
+}
+
+pub use kiln_engine::KeyView;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "k")
+            .env("GIT_AUTHOR_EMAIL", "k@example.invalid")
+            .env("GIT_COMMITTER_NAME", "k")
+            .env("GIT_COMMITTER_EMAIL", "k@example.invalid")
+            .env("GIT_COMMITTER_DATE", "2026-01-02T03:04:05+00:00")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    #[test]
+    fn the_commit_dirty_when_tracked_files_changed_and_its_own_time() {
+        let dir = std::env::temp_dir().join(format!("kiln-stamps-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(from_git(&dir).is_empty(), "not a checkout");
+        git(&dir, &["init", "-q"]);
+        std::fs::write(dir.join("f"), "1").unwrap();
+        git(&dir, &["add", "f"]);
+        git(&dir, &["commit", "-q", "-m", "one"]);
+        let s = from_git(&dir);
+        assert_eq!(s["VCS_REF"].len(), 40, "{s:?}");
+        // git's strict ISO 8601 (`Z` or `+00:00`, by version).
+        assert!(s["BUILD_DATE"].starts_with("2026-01-02T03:04:05"), "{s:?}");
+        // Untracked files leave it clean; a change to a tracked one does not.
+        std::fs::create_dir_all(dir.join(".kiln")).unwrap();
+        std::fs::write(dir.join(".kiln/x"), "y").unwrap();
+        assert!(!from_git(&dir)["VCS_REF"].ends_with("-dirty"));
+        std::fs::write(dir.join("f"), "2").unwrap();
+        assert_eq!(from_git(&dir)["VCS_REF"], format!("{}-dirty", s["VCS_REF"]));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
