@@ -237,7 +237,13 @@ fn buildx_command_lines_for_the_twin() {
             "default",
             "pytorch-run",
         ],
-        &[("BUILDX_BAKE_FILE_RELATIVE_PATHS", "1")],
+        // Stamps as a CI would set them (else kiln takes them from this
+        // checkout's git, which changes at every commit).
+        &[
+            ("BUILDX_BAKE_FILE_RELATIVE_PATHS", "1"),
+            ("VCS_REF", "0123456789abcdef0123456789abcdef01234567"),
+            ("BUILD_DATE", "2026-01-02T03:04:05Z"),
+        ],
     );
     let mut text = String::new();
     let mut stable = BTreeSet::new();

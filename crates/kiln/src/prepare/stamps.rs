@@ -139,11 +139,48 @@ pub fn key_view(
         t.annotations = None;
         t.description = None;
         t.attest = None;
+        // How the target was reached (requested or linked), not what it is.
+        t.linked = false;
     }
     if r != k {
+        // Name what differs: the attributes that decide the build.
+        let mut differs = Vec::new();
+        macro_rules! field {
+            ($($f:ident),*) => {$(
+                if r.$f != k.$f {
+                    differs.push(stringify!($f).replace('_', "-"));
+                }
+            )*};
+        }
+        field!(
+            context,
+            contexts,
+            dockerfile,
+            dockerfile_inline,
+            target,
+            platforms,
+            secret,
+            ssh,
+            network,
+            no_cache,
+            no_cache_filter,
+            pull,
+            shm_size,
+            ulimits,
+            entitlements,
+            extra_hosts,
+            call,
+            inherits,
+            resources,
+            policy
+        );
+        if differs.is_empty() {
+            differs.push("an attribute".into());
+        }
         return Err(CliError::usage(format!(
-            "target {name}: a stamp variable ({}) reaches more than its args, labels, tags, outputs, annotations and cache refs; a stamp there would make every commit a different build",
-            VARIABLES.join(", ")
+            "target {name}: a stamp variable ({}) reaches its {}; a stamp may reach only args, labels, tags, outputs, annotations and cache refs, elsewhere it would make every commit a different build",
+            VARIABLES.join(", "),
+            differs.join(", ")
         ))
         .with_hint("use VCS_REF and BUILD_DATE only in args, labels and tags; to key a target on the commit, give it a variable of another name"));
     }
