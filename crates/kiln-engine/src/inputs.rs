@@ -321,7 +321,14 @@ pub fn gather_for_build(
         images: image_digests,
         upstreams,
         remote,
-        secrets: spec.secrets.iter().map(|s| s.id.clone()).collect(),
+        // The compiler cache's settings reach builds as a secret kiln
+        // adds to every target: not an input.
+        secrets: spec
+            .secrets
+            .iter()
+            .filter(|s| s.id != kiln_store::compiler_cache::SECRET_ID)
+            .map(|s| s.id.clone())
+            .collect(),
         ssh: Vec::new(),
         source_date_epoch: spec.args.get("SOURCE_DATE_EPOCH").cloned(),
         labels: spec.labels.clone(),

@@ -172,6 +172,10 @@ pub struct TargetResult {
     /// when BuildKit ran it (built or failed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build_name: Option<String>,
+    /// sccache's counters, when the build printed `sccache --show-stats`
+    /// (filled by the CLI from the build's log lines).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compiler_cache: Option<kiln_store::compiler_cache::Stats>,
 }
 
 /// The run summary.
@@ -652,6 +656,7 @@ pub async fn run(
             jobs: done.jobs,
             handed: done.handed,
             build_name: None,
+            compiler_cache: None,
         };
         let build_name = s.args.get("BUILDKIT_BUILD_NAME").cloned();
         let pushed_refs = |p: Vec<(String, String)>| -> Vec<String> {
@@ -770,6 +775,7 @@ fn blocked(s: &BuildSpec, node: &Node, reason: String) -> TargetResult {
         jobs: None,
         handed: BTreeMap::new(),
         build_name: None,
+        compiler_cache: None,
     }
 }
 

@@ -22,6 +22,7 @@
 //!
 //! Must never: decide what to build, or store secret values.
 
+pub mod compiler_cache;
 pub mod credentials;
 mod fs;
 pub mod history;

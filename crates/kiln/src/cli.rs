@@ -336,6 +336,20 @@ pub struct BuildArgs {
     /// (default: a warning that nothing will be recorded, and build).
     #[arg(long)]
     pub require_store: bool,
+    /// sccache's store, handed to every build as the BuildKit secret
+    /// `kiln-sccache` (never a build arg): webdav(s)://HOST[:PORT]/PATH or
+    /// s3://BUCKET[/PREFIX], credentials from the environment as for
+    /// `--store`. Probed for reads and writes first (docs/compiler-cache.md).
+    #[arg(long, value_name = "LOCATION", env = "KILN_COMPILER_CACHE")]
+    pub compiler_cache: Option<String>,
+    /// Stop before anything builds when the compiler cache cannot be read
+    /// and written (default: a warning, and builds compile without it).
+    #[arg(long)]
+    pub require_compiler_cache: bool,
+    /// Recompile everything and refresh the compiler cache
+    /// (`SCCACHE_RECACHE=1` in the secret).
+    #[arg(long)]
+    pub force_recache: bool,
     /// Spread the build over the nodes of this fleet file (every target is
     /// pushed and handed over through the registry by digest).
     #[arg(long, value_name = "FILE")]

@@ -2964,3 +2964,125 @@ target "b" {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--compiler-cache`: the store is probed for reads and writes, and its
+/// settings reach the build as the secret `kiln-sccache` only (the key is
+/// the same with and without it, and the password is in no output, record
+/// or image); the run summary counts the `sccache --show-stats` lines the
+/// build prints. A store the login can only read is a warning, or with
+/// `--require-compiler-cache` a stop before anything builds. (The RUN
+/// step prints counters in sccache's format itself: a real sccache
+/// compile is not part of this test.)
+#[test]
+fn a_compiler_cache_is_probed_and_handed_over_as_a_secret_only() {
+    let Some((host, _)) = engine() else { return };
+    let (Ok(base), Ok(writer), Ok(reader)) = (
+        std::env::var("KILN_TEST_WEBDAV"),
+        std::env::var("KILN_TEST_WEBDAV_WRITER"),
+        std::env::var("KILN_TEST_WEBDAV_READER"),
+    ) else {
+        assert!(
+            std::env::var("KILN_E2E").is_err(),
+            "KILN_E2E=1 needs the WebDAV server: run scripts/store-servers up"
+        );
+        eprintln!("skipped: KILN_TEST_WEBDAV* not set (scripts/store-servers up)");
+        return;
+    };
+    let salt = unique("");
+    let dockerfile = format!(
+        "FROM kiln/busybox:latest\n\
+         RUN --mount=type=secret,id=kiln-sccache \\\n\
+         \x20   if [ -f /run/secrets/kiln-sccache ]; then set -a; . /run/secrets/kiln-sccache; set +a; \\\n\
+         \x20   echo \"endpoint $SCCACHE_WEBDAV_ENDPOINT prefix $SCCACHE_WEBDAV_KEY_PREFIX\"; \\\n\
+         \x20   test -n \"$SCCACHE_WEBDAV_PASSWORD\" && echo login-present; fi; \\\n\
+         \x20   printf 'Compile requests %s\\nCache hits %s\\nCache misses %s\\n' 3 2 1; echo {salt} > /s\n"
+    );
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"c\" {\n  network = \"host\"\n}\ngroup \"default\" { targets = [\"c\"] }\n",
+        ),
+        ("Dockerfile", &dockerfile),
+    ]);
+    let location = format!("{}/{}", base.trim_end_matches('/'), unique("sccache"));
+    let (user, password) = writer.split_once(':').unwrap();
+    let login = [
+        ("KILN_WEBDAV_USERNAME", user),
+        ("KILN_WEBDAV_PASSWORD", password),
+    ];
+    let plan_key = {
+        let o = kiln(&dir, &host, &["plan", "--format", "json"], &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["targets"][0]["key"].as_str().unwrap().to_string()
+    };
+    let o = build_json(
+        &dir,
+        &host,
+        &["--compiler-cache", &location, "--require-compiler-cache"],
+        &login,
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let s = summary(&o);
+    let t = target(&s, "c");
+    assert_eq!(t["status"], "built", "{t}");
+    assert_eq!(t["key"], plan_key.as_str(), "the cache is not an input");
+    assert_eq!(
+        t["compiler_cache"],
+        serde_json::json!({"requests": 3, "hits": 2, "misses": 1}),
+        "{t}"
+    );
+    assert!(err.contains("endpoint http://127.0.0.1:"), "{err}");
+    assert!(err.contains("login-present"), "{err}");
+    // The password is nowhere kiln writes or shows, nor in the image.
+    let image = t["image"].as_str().unwrap().to_string();
+    for (what, text) in [
+        ("stderr", err.clone()),
+        ("summary", String::from_utf8_lossy(&o.stdout).into_owned()),
+        ("image", docker(&host, &["image", "inspect", &image])),
+        ("history", docker(&host, &["history", "--no-trunc", &image])),
+    ] {
+        assert!(!text.contains(password), "the password is in the {what}");
+    }
+    for f in walk(&dir.join(".kiln")) {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(password),
+            "the password is in {}",
+            f.display()
+        );
+    }
+    // A login that can only read: a stop with --require-compiler-cache,
+    // else a warning and a build without the cache.
+    let (user, password) = reader.split_once(':').unwrap();
+    let login = [
+        ("KILN_WEBDAV_USERNAME", user),
+        ("KILN_WEBDAV_PASSWORD", password),
+    ];
+    let o = build_json(
+        &dir,
+        &host,
+        &[
+            "--force",
+            "--compiler-cache",
+            &location,
+            "--require-compiler-cache",
+        ],
+        &login,
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("cannot be written"), "{err}");
+    assert!(o.stdout.is_empty(), "nothing built");
+    let o = build_json(
+        &dir,
+        &host,
+        &["--force", "--compiler-cache", &location],
+        &login,
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("builds compile without it"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,6 +35,10 @@ pub struct BuildSettings {
     pub builder: Option<String>,
     /// `--run-id`.
     pub run_id: Option<String>,
+    /// `--compiler-cache` (or `KILN_COMPILER_CACHE`).
+    pub compiler_cache: Option<String>,
+    pub require_compiler_cache: bool,
+    pub force_recache: bool,
 }
 
 /// This run's id: `--run-id`, else `$RUN_ID`, else made of the pid and
@@ -222,6 +226,118 @@ impl Reporter for PlainReporter {
             let _ = writeln!(o, "{line}");
         }
     }
+}
+
+/// Passes every event on, counting sccache's `--show-stats` lines per
+/// target (`Event::Log`).
+struct StatsReporter {
+    inner: Arc<dyn Reporter>,
+    stats: Mutex<std::collections::HashMap<String, kiln_store::compiler_cache::Stats>>,
+}
+
+impl Reporter for StatsReporter {
+    fn event(&self, e: &Event) {
+        if let Event::Log { target, line, .. } = e
+            && let Ok(mut m) = self.stats.lock()
+        {
+            let mut s = m.get(target).copied().unwrap_or_default();
+            if s.line(line) {
+                m.insert(target.clone(), s);
+            }
+        }
+        self.inner.event(e);
+    }
+}
+
+/// A private directory holding the compiler cache's secret file, removed
+/// when dropped.
+struct SecretDir(std::path::PathBuf);
+
+impl Drop for SecretDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Probes the compiler cache at `location` for reads and writes, and
+/// hands every build its settings as the secret `kiln-sccache` (a target
+/// that declares a secret of that id keeps its own). A cache that fails
+/// the probe stops the run with `require`, else is a warning and no build
+/// gets it.
+fn compiler_cache(
+    location: &str,
+    require: bool,
+    force_recache: bool,
+    specs: &mut [kiln_engine::BuildSpec],
+) -> Result<Option<SecretDir>, CliError> {
+    use kiln_store::compiler_cache::{CompilerCache, SECRET_ID};
+    let fail = |why: String| -> Result<Option<SecretDir>, CliError> {
+        if require {
+            return Err(CliError::env(format!("compiler cache {why}")).with_hint(
+                "fix the store or its credentials (a policy must grant writes, and s3:ListBucket so a missing object is a 404), or drop --require-compiler-cache to build without it",
+            ));
+        }
+        eprintln!("warning: compiler cache {why}; builds compile without it");
+        Ok(None)
+    };
+    let cache = match CompilerCache::open(location) {
+        Ok(c) => c,
+        Err(e) => return Err(CliError::usage(format!("--compiler-cache: {e}"))),
+    };
+    let p = cache.probe();
+    if let Some(why) = &p.write {
+        return fail(format!(
+            "{} cannot be written ({why}): a cache that takes no writes caches nothing",
+            cache.shown()
+        ));
+    }
+    if let Some(why) = &p.read {
+        return fail(format!("{} cannot be read back ({why})", cache.shown()));
+    }
+    if let Some(why) = &p.missing {
+        eprintln!(
+            "warning: compiler cache {}: an object that is not there is not answered as missing ({why}); sccache counts such lookups as errors, not misses (on S3, grant s3:ListBucket)",
+            cache.shown()
+        );
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "kiln-{}-compiler-cache-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    let mut b = std::fs::DirBuilder::new();
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(&dir)
+        .map_err(|e| CliError::env(format!("cannot create {}: {e}", dir.display())))?;
+    let guard = SecretDir(dir.clone());
+    let file = dir.join(SECRET_ID);
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    let mut f = o
+        .open(&file)
+        .map_err(|e| CliError::env(format!("cannot write {}: {e}", file.display())))?;
+    std::io::Write::write_all(&mut f, cache.secret_text(force_recache).as_bytes())
+        .map_err(|e| CliError::env(format!("cannot write {}: {e}", file.display())))?;
+    for spec in specs.iter_mut() {
+        if !spec.secrets.iter().any(|x| x.id == SECRET_ID) {
+            spec.secrets.push(kiln_engine::SecretSpec {
+                id: SECRET_ID.into(),
+                src: Some(file.clone()),
+                env: None,
+            });
+        }
+    }
+    Ok(Some(guard))
 }
 
 /// One JSON object per event on stderr.
@@ -443,6 +559,17 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         builder.as_ref(),
         true,
     )?)?;
+    // The compiler cache: probed, then handed to every build as a secret
+    // (the file lives as long as this guard).
+    let _compiler_cache = match &s.compiler_cache {
+        Some(location) => compiler_cache(
+            location,
+            s.require_compiler_cache,
+            s.force_recache,
+            &mut specs,
+        )?,
+        None => None,
+    };
     let (store, stat_cache) = open_store(&s.store)?;
     let reporter: Arc<dyn Reporter> = match s.progress {
         Progress::Json => Arc::new(JsonReporter {
@@ -461,6 +588,12 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             out: Mutex::new(std::io::stderr()),
         }),
     };
+    // sccache's counters from every build's log lines.
+    let stats = Arc::new(StatsReporter {
+        inner: reporter,
+        stats: Mutex::new(Default::default()),
+    });
+    let reporter: Arc<dyn Reporter> = stats.clone();
     let project = s
         .bake
         .project_dir()
@@ -537,6 +670,11 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let mut summary = result.map_err(|e| engine_error(e, &s.store.endpoint))?;
     summary.stamps = planned.stamps.clone();
+    if let Ok(counted) = stats.stats.lock() {
+        for t in &mut summary.targets {
+            t.compiler_cache = counted.get(&t.name).copied();
+        }
+    }
     // What was built and how long it took, normalised by the node's speed
     // (from the fleet file; 1.0 on a single engine), for learned costs.
     let speeds: std::collections::HashMap<String, f64> = s
@@ -630,6 +768,14 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
                             .or_else(|| r.error.as_deref().and_then(|e| e.lines().next()))
                     )
                 ));
+            }
+            for r in &summary.targets {
+                if let Some(c) = &r.compiler_cache {
+                    t.push_str(&format!(
+                        "compiler cache: {}: {} hit(s), {} miss(es) of {} compile request(s)\n",
+                        r.name, c.hits, c.misses, c.requests
+                    ));
+                }
             }
             t.push_str(&totals(&summary, nw > 0));
             t
