@@ -2965,6 +2965,27 @@ target "b" {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The WebDAV server of `scripts/store-servers`: its location, the
+/// writer's and the reader's `user:password`. `None` (after saying so)
+/// when it is not up; with `KILN_E2E=1` that is a failure.
+fn webdav_server() -> Option<[String; 3]> {
+    let v = [
+        "KILN_TEST_WEBDAV",
+        "KILN_TEST_WEBDAV_WRITER",
+        "KILN_TEST_WEBDAV_READER",
+    ]
+    .map(|n| std::env::var(n).ok());
+    if let [Some(a), Some(b), Some(c)] = v {
+        return Some([a, b, c]);
+    }
+    assert!(
+        std::env::var("KILN_E2E").is_err(),
+        "KILN_E2E=1 needs the WebDAV server: run scripts/store-servers up"
+    );
+    eprintln!("skipped: KILN_TEST_WEBDAV* not set (scripts/store-servers up)");
+    None
+}
+
 /// `--compiler-cache`: the store is probed for reads and writes, and its
 /// settings reach the build as the secret `kiln-sccache` only (the key is
 /// the same with and without it, and the password is in no output, record
@@ -2976,16 +2997,7 @@ target "b" {
 #[test]
 fn a_compiler_cache_is_probed_and_handed_over_as_a_secret_only() {
     let Some((host, _)) = engine() else { return };
-    let (Ok(base), Ok(writer), Ok(reader)) = (
-        std::env::var("KILN_TEST_WEBDAV"),
-        std::env::var("KILN_TEST_WEBDAV_WRITER"),
-        std::env::var("KILN_TEST_WEBDAV_READER"),
-    ) else {
-        assert!(
-            std::env::var("KILN_E2E").is_err(),
-            "KILN_E2E=1 needs the WebDAV server: run scripts/store-servers up"
-        );
-        eprintln!("skipped: KILN_TEST_WEBDAV* not set (scripts/store-servers up)");
+    let Some([base, writer, reader]) = webdav_server() else {
         return;
     };
     let salt = unique("");
@@ -3098,15 +3110,7 @@ fn a_compiler_cache_is_probed_and_handed_over_as_a_secret_only() {
 #[test]
 fn a_second_compile_on_a_cold_builder_is_served_from_the_compiler_cache() {
     let Some((host, _)) = engine() else { return };
-    let (Ok(base), Ok(writer)) = (
-        std::env::var("KILN_TEST_WEBDAV"),
-        std::env::var("KILN_TEST_WEBDAV_WRITER"),
-    ) else {
-        assert!(
-            std::env::var("KILN_E2E").is_err(),
-            "KILN_E2E=1 needs the WebDAV server: run scripts/store-servers up"
-        );
-        eprintln!("skipped: KILN_TEST_WEBDAV* not set (scripts/store-servers up)");
+    let Some([base, writer, _]) = webdav_server() else {
         return;
     };
     // The base image: made once per engine.
