@@ -1065,12 +1065,48 @@ impl crate::driver::Driver for BuildxDriver {
         Ok(())
     }
 
+    /// A build whose push the registry failed with a 5xx answer or a
+    /// broken connection is run again after 1 s and 3 s (saying so): the
+    /// layer cache makes the second run a push only, and a push is
+    /// idempotent. A distribution registry on its filesystem driver
+    /// answers 500 to a tag read that races a write under load.
     fn build<'a>(
         &'a self,
         req: BuildRequest<'a>,
     ) -> futures_util::future::BoxFuture<'a, BuildOutcome> {
-        Box::pin(self.build_target(req))
+        Box::pin(async move {
+            let mut delays = [1u64, 3].into_iter();
+            loop {
+                let r = self.build_target(req).await;
+                let Ok(Err(f)) = &r else { return r };
+                if !failed_push_is_transient(f) {
+                    return r;
+                }
+                let Some(s) = delays.next() else { return r };
+                req.reporter.event(&crate::events::Event::Warning {
+                    target: req.spec.name.clone(),
+                    message: format!(
+                        "{}; the registry failed the push, building (and pushing) again in {s} s",
+                        f.message
+                    ),
+                });
+                tokio::time::sleep(std::time::Duration::from_secs(s)).await;
+            }
+        })
     }
+}
+
+/// Whether a failed buildx build failed in its push, in a way another try
+/// may not (a 5xx answer, a broken connection): never a failed step.
+fn failed_push_is_transient(f: &Failed) -> bool {
+    let pushing = f
+        .step
+        .as_deref()
+        .is_some_and(|s| s.starts_with("pushing") || s.starts_with("exporting"))
+        || f.message.contains("HEAD request")
+        || f.message.contains("/manifests/")
+        || f.message.contains("/blobs/");
+    pushing && crate::local::transient_registry_failure(&f.message)
 }
 
 /// Flags of `docker buildx build` that take no value.
@@ -1315,6 +1351,38 @@ mod tests {
         let text = render(&argv);
         assert!(text.contains(" \\\n  --cache-to "), "{text}");
     }
+    #[test]
+    fn a_push_the_registry_failed_is_tried_again_a_failed_step_is_not() {
+        let failed = |message: &str, step: Option<&str>| Failed {
+            message: message.into(),
+            step: step.map(String::from),
+            log_tail: Vec::new(),
+            steps: Default::default(),
+            cache: Vec::new(),
+        };
+        assert!(failed_push_is_transient(&failed(
+            "unexpected status from HEAD request to http://127.0.0.1:5001/v2/t/p/manifests/1: 500 Internal Server Error",
+            Some("pushing 127.0.0.1:5001/t/p:1 with docker"),
+        )));
+        assert!(failed_push_is_transient(&failed(
+            "failed to push 127.0.0.1:5000/t/p:1: unexpected status from HEAD request to http://127.0.0.1:5000/v2/t/p/blobs/sha256:aa: 503 Service Unavailable",
+            None,
+        )));
+        // A step that failed, a refusal, or a registry that is not there.
+        assert!(!failed_push_is_transient(&failed(
+            "process \"/bin/sh -c make\" did not complete successfully: exit code: 1",
+            Some("[2/2] RUN make"),
+        )));
+        assert!(!failed_push_is_transient(&failed(
+            "unexpected status from HEAD request to http://r/v2/t/p/manifests/1: 401 Unauthorized",
+            Some("pushing r/t/p:1 with docker"),
+        )));
+        assert!(!failed_push_is_transient(&failed(
+            "process \"/bin/sh -c curl -f http://x\" did not complete successfully: exit code: 22: 500 Internal Server Error",
+            Some("[2/2] RUN curl -f http://x"),
+        )));
+    }
+
     #[test]
     fn layer_times_are_rewritten_where_buildkit_can() {
         let mut s = spec();

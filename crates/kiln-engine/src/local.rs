@@ -618,7 +618,7 @@ mod explain_tests {
 
 /// Whether a failed push's message says the registry failed in a way that
 /// another try may not: a 5xx answer (not 501) or a broken connection.
-fn transient_registry_failure(msg: &str) -> bool {
+pub(crate) fn transient_registry_failure(msg: &str) -> bool {
     let server = (500..=599)
         .filter(|c| *c != 501)
         .any(|c| msg.contains(&format!(": {c} ")) || msg.ends_with(&format!(": {c}")));
