@@ -80,14 +80,14 @@ pub fn args(
 }
 
 /// A private temporary directory (mode 0700), removed when dropped.
-pub(crate) struct TempDir(std::path::PathBuf);
+pub struct TempDir(std::path::PathBuf);
 
 impl TempDir {
-    pub(crate) fn path(&self) -> &std::path::Path {
+    pub fn path(&self) -> &std::path::Path {
         &self.0
     }
 
-    pub(crate) fn new(name: &str) -> Result<TempDir, EngineError> {
+    pub fn new(name: &str) -> Result<TempDir, EngineError> {
         let path =
             std::env::temp_dir().join(format!("kiln-{}-{}-{}", std::process::id(), name, unique()));
         let mut b = std::fs::DirBuilder::new();

@@ -60,7 +60,14 @@ pub fn value(jobs: u32) -> String {
 /// 0600) and returns the secret that points at it. The caller removes
 /// `dir` after the build.
 pub fn write_secret(dir: &Path, jobs: u32) -> Result<SecretSpec, EngineError> {
-    let path: PathBuf = dir.join(SECRET_ID);
+    write_private_secret(dir, SECRET_ID, &value(jobs))
+}
+
+/// Writes `text` into `dir` as the file `id`, readable by the owner only
+/// (mode 0600), and returns the secret `id` that points at it. Every
+/// secret kiln makes itself is written this way.
+pub fn write_private_secret(dir: &Path, id: &str, text: &str) -> Result<SecretSpec, EngineError> {
+    let path: PathBuf = dir.join(id);
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -71,10 +78,10 @@ pub fn write_secret(dir: &Path, jobs: u32) -> Result<SecretSpec, EngineError> {
     let mut f = o
         .open(&path)
         .map_err(|e| EngineError::io(path.display().to_string(), e))?;
-    std::io::Write::write_all(&mut f, value(jobs).as_bytes())
+    std::io::Write::write_all(&mut f, text.as_bytes())
         .map_err(|e| EngineError::io(path.display().to_string(), e))?;
     Ok(SecretSpec {
-        id: SECRET_ID.into(),
+        id: id.into(),
         src: Some(path),
         env: None,
     })

@@ -249,16 +249,6 @@ impl Reporter for StatsReporter {
     }
 }
 
-/// A private directory holding the compiler cache's secret file, removed
-/// when dropped.
-struct SecretDir(std::path::PathBuf);
-
-impl Drop for SecretDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Probes the compiler cache at `location` for reads and writes, and
 /// hands every build its settings as the secret `kiln-sccache` (a target
 /// that declares a secret of that id keeps its own). A cache that fails
@@ -269,9 +259,9 @@ fn compiler_cache(
     require: bool,
     force_recache: bool,
     specs: &mut [kiln_engine::BuildSpec],
-) -> Result<Option<SecretDir>, CliError> {
+) -> Result<Option<kiln_engine::docker_cli::TempDir>, CliError> {
     use kiln_store::compiler_cache::{CompilerCache, SECRET_ID};
-    let fail = |why: String| -> Result<Option<SecretDir>, CliError> {
+    let fail = |why: String| -> Result<Option<kiln_engine::docker_cli::TempDir>, CliError> {
         if require {
             return Err(CliError::env(format!("compiler cache {why}")).with_hint(
                 "fix the store or its credentials (a policy must grant writes, and s3:ListBucket so a missing object is a 404), or drop --require-compiler-cache to build without it",
@@ -300,44 +290,22 @@ fn compiler_cache(
             cache.shown()
         );
     }
-    let dir = std::env::temp_dir().join(format!(
-        "kiln-{}-compiler-cache-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    let mut b = std::fs::DirBuilder::new();
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        b.mode(0o700);
-    }
-    b.create(&dir)
-        .map_err(|e| CliError::env(format!("cannot create {}: {e}", dir.display())))?;
-    let guard = SecretDir(dir.clone());
-    let file = dir.join(SECRET_ID);
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        o.mode(0o600);
-    }
-    let mut f = o
-        .open(&file)
-        .map_err(|e| CliError::env(format!("cannot write {}: {e}", file.display())))?;
-    std::io::Write::write_all(&mut f, cache.secret_text(force_recache).as_bytes())
-        .map_err(|e| CliError::env(format!("cannot write {}: {e}", file.display())))?;
+    // A private directory (0700) holding the file (0600), removed when
+    // the run ends, as the job-count secret's.
+    let dir = kiln_engine::docker_cli::TempDir::new("compiler-cache")
+        .map_err(|e| CliError::env(e.to_string()))?;
+    let secret = kiln_engine::jobs::write_private_secret(
+        dir.path(),
+        SECRET_ID,
+        &cache.secret_text(force_recache),
+    )
+    .map_err(|e| CliError::env(e.to_string()))?;
     for spec in specs.iter_mut() {
         if !spec.secrets.iter().any(|x| x.id == SECRET_ID) {
-            spec.secrets.push(kiln_engine::SecretSpec {
-                id: SECRET_ID.into(),
-                src: Some(file.clone()),
-                env: None,
-            });
+            spec.secrets.push(secret.clone());
         }
     }
-    Ok(Some(guard))
+    Ok(Some(dir))
 }
 
 /// One JSON object per event on stderr.
