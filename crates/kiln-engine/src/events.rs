@@ -22,6 +22,9 @@ pub enum Event {
         target: String,
         driver: String,
         node: String,
+        /// The node's build slot (lane, from 0) it runs in.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        slot: Option<usize>,
     },
     /// A target's content key was computed (`key` is absent while an
     /// upstream's output is pending); `read_files`/`read_bytes` say how much

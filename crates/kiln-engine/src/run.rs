@@ -176,6 +176,54 @@ pub struct TargetResult {
     /// (filled by the CLI from the build's log lines).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler_cache: Option<kiln_store::compiler_cache::Stats>,
+    /// When its task started and ended, in seconds since the run started
+    /// (absent for a target that never started: blocked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_s: Option<f64>,
+    /// The node's build slot (lane, from 0) it was built in; absent when
+    /// it took none (skipped, pulled, blocked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<usize>,
+    /// Earlier attempts that did not finish: on a node that stopped
+    /// answering mid-build (it was then run again elsewhere).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// Skipped by pulling its recorded image from the registry: the
+    /// reference pulled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pulled: Option<String>,
+    /// Skipped by early cutoff: the upstreams rebuilt in this run whose
+    /// images came out the same.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cutoff_by: Vec<String>,
+    /// Why it was built, as `kiln why` says it: each input that changed
+    /// since its last recorded build (or that there was none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<String>,
+}
+
+/// An attempt at a target that did not finish.
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct Attempt {
+    pub node: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot: Option<usize>,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// `lost`: the node stopped answering.
+    pub outcome: String,
+}
+
+/// A node as the run used it.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeUse {
+    pub name: String,
+    /// Its build slots (lanes).
+    pub slots: usize,
+    /// It stopped answering during the run.
+    pub lost: bool,
 }
 
 /// The run summary.
@@ -188,6 +236,13 @@ pub struct RunSummary {
     /// that built it (docs/stamps.md).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub stamps: BTreeMap<String, String>,
+    /// When the run's first target task could start (RFC 3339, UTC);
+    /// targets' `start_s`/`end_s` count from here.
+    pub started_at: String,
+    /// Seconds from then to the end of the last target.
+    pub wall_s: f64,
+    /// The nodes the run used (one for a single engine or builder).
+    pub nodes: Vec<NodeUse>,
     pub targets: Vec<TargetResult>,
 }
 
@@ -219,12 +274,15 @@ pub fn local_ref(target: &str, image_id: &str) -> String {
 enum Outcome {
     /// Built: the image, pushed `(reference, digest)` pairs.
     Built(Built, Vec<(String, String)>),
-    /// Skipped: the recorded image id, its registry digest, why.
+    /// Skipped: the recorded image id, its registry digest, why; where it
+    /// was pulled from and which rebuilt upstreams it was cut off by.
     Skipped {
         image_id: String,
         digest: Option<String>,
         pushed: Vec<(String, String)>,
         reason: String,
+        pulled: Option<String>,
+        cutoff_by: Vec<String>,
     },
     Failed(Failed),
 }
@@ -237,7 +295,13 @@ struct Done {
     keyed: Option<Keyed>,
     /// The job count handed to the build, if it was handed one.
     jobs: Option<u32>,
+    /// The node's build slot it ran in, if it took one.
+    slot: Option<usize>,
+    /// Why it was built (what changed since its last record).
+    changes: Vec<String>,
     duration_s: f64,
+    /// When the task started, in seconds since the run started.
+    start_s: f64,
 }
 
 /// A connected node.
@@ -259,6 +323,42 @@ struct Node {
     /// fleet's probe at the start, or probed when the first build that
     /// wants it starts (a run that builds none probes nothing).
     jobs: tokio::sync::OnceCell<u32>,
+    /// Which of its build slots are busy: a build takes the lowest free
+    /// one, so the run summary can say which lane it ran on.
+    lanes: std::sync::Mutex<Vec<bool>>,
+}
+
+/// A build slot taken on a node; freed when dropped.
+struct Lane<'a> {
+    lanes: &'a std::sync::Mutex<Vec<bool>>,
+    index: usize,
+}
+
+impl Node {
+    /// Takes the lowest free lane (the caller holds a slot permit, so one
+    /// is free; a full table still yields a lane past the end).
+    fn take_lane(&self) -> Lane<'_> {
+        let mut l = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        let index = l.iter().position(|b| !b).unwrap_or(l.len());
+        if index == l.len() {
+            l.push(true);
+        } else {
+            l[index] = true;
+        }
+        Lane {
+            lanes: &self.lanes,
+            index,
+        }
+    }
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        let mut l = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = l.get_mut(self.index) {
+            *b = false;
+        }
+    }
 }
 
 impl Node {
@@ -390,6 +490,7 @@ pub async fn run(
                     capacity: ns.slots.max(1),
                     alive: std::sync::atomic::AtomicBool::new(true),
                     jobs,
+                    lanes: std::sync::Mutex::new(vec![false; ns.slots.max(1)]),
                 });
             }
             Err(e) if fleet => reporter.event(&Event::Warning {
@@ -469,6 +570,11 @@ pub async fn run(
     let mut running: JoinSet<Done> = JoinSet::new();
     let mut started: Vec<bool> = vec![false; n];
     let mut stop = false;
+    // The run's clock: every target's start and end are seconds since.
+    let run_t0 = Instant::now();
+    let started_at = now_rfc3339();
+    // Attempts on a node that stopped answering, per target.
+    let mut lost: HashMap<usize, Vec<Attempt>> = HashMap::new();
     loop {
         // Block targets whose dependencies did not build.
         for (i, s) in specs.iter().enumerate() {
@@ -568,7 +674,7 @@ pub async fn run(
             let shared = shared.clone();
             running.spawn(async move {
                 let t0 = Instant::now();
-                let (outcome, keyed, jobs) =
+                let (outcome, keyed, held) =
                     process(&shared, k, i, &outputs, &hand_over, &rebuilt).await;
                 Done {
                     handed: hand_over.clone(),
@@ -576,8 +682,11 @@ pub async fn run(
                     index: i,
                     outcome,
                     keyed,
-                    jobs,
+                    jobs: held.jobs,
+                    slot: held.slot,
+                    changes: held.changes,
                     duration_s: t0.elapsed().as_secs_f64(),
+                    start_s: t0.saturating_duration_since(run_t0).as_secs_f64(),
                 }
             });
         }
@@ -626,10 +735,17 @@ pub async fn run(
                     left.join(", ")
                 ),
             });
+            lost.entry(i).or_default().push(Attempt {
+                node: shared.nodes[k].name.clone(),
+                slot: done.slot,
+                start_s: ms(done.start_s),
+                end_s: ms(done.start_s + done.duration_s),
+                outcome: "lost".into(),
+            });
             started[i] = false;
             continue;
         }
-        let duration_s = (done.duration_s * 1000.0).round() / 1000.0;
+        let duration_s = ms(done.duration_s);
         let key = done.keyed.as_ref().and_then(|k| k.key.clone());
         let hashed = done.keyed.as_ref().map(|k| k.stats);
         let jobs_secret = done.keyed.as_ref().is_some_and(|k| k.jobs_secret);
@@ -657,6 +773,13 @@ pub async fn run(
             handed: done.handed,
             build_name: None,
             compiler_cache: None,
+            start_s: Some(ms(done.start_s)),
+            end_s: Some(ms(done.start_s + done.duration_s)),
+            slot: done.slot,
+            attempts: lost.remove(&i).unwrap_or_default(),
+            pulled: None,
+            cutoff_by: Vec::new(),
+            changes: done.changes,
         };
         let build_name = s.args.get("BUILDKIT_BUILD_NAME").cloned();
         let pushed_refs = |p: Vec<(String, String)>| -> Vec<String> {
@@ -688,7 +811,11 @@ pub async fn run(
                 digest,
                 pushed,
                 reason,
+                pulled,
+                cutoff_by,
             }) => {
+                r.pulled = pulled;
+                r.cutoff_by = cutoff_by;
                 let remote = pushed.first().map(|(r, d)| by_digest(r, d)).or_else(|| {
                     let d = digest.as_ref()?;
                     s.tags.first().map(|t| by_digest(t, d))
@@ -742,13 +869,30 @@ pub async fn run(
     let targets = specs
         .iter()
         .zip(results)
-        .map(|(s, r)| {
-            r.unwrap_or_else(|| blocked(s, &shared.nodes[0], "stopped by --fail-fast".into()))
+        .enumerate()
+        .map(|(i, (s, r))| {
+            let mut r =
+                r.unwrap_or_else(|| blocked(s, &shared.nodes[0], "stopped by --fail-fast".into()));
+            if let Some(a) = lost.remove(&i) {
+                r.attempts = a;
+            }
+            r
         })
         .collect();
     Ok(RunSummary {
         run_id: shared.opts.run_id.clone(),
         stamps: BTreeMap::new(),
+        started_at,
+        wall_s: ms(run_t0.elapsed().as_secs_f64()),
+        nodes: shared
+            .nodes
+            .iter()
+            .map(|n| NodeUse {
+                name: n.name.clone(),
+                slots: n.capacity,
+                lost: !n.alive(),
+            })
+            .collect(),
         targets,
     })
 }
@@ -776,7 +920,19 @@ fn blocked(s: &BuildSpec, node: &Node, reason: String) -> TargetResult {
         handed: BTreeMap::new(),
         build_name: None,
         compiler_cache: None,
+        start_s: None,
+        end_s: None,
+        slot: None,
+        attempts: Vec::new(),
+        pulled: None,
+        cutoff_by: Vec::new(),
+        changes: Vec::new(),
     }
+}
+
+/// Seconds rounded to the millisecond.
+fn ms(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
 }
 
 /// Where the progress log of `target`'s build goes in this run.
@@ -975,7 +1131,7 @@ async fn process(
     outputs: &HashMap<String, String>,
     hand_over: &BTreeMap<String, String>,
     rebuilt: &[String],
-) -> (Result<Outcome, EngineError>, Option<Keyed>, Option<u32>) {
+) -> (Result<Outcome, EngineError>, Option<Keyed>, Held) {
     let spec = &sh.specs[i];
     let node = &sh.nodes[k];
     // The warm-up's key, when it assumed the outputs the upstreams have
@@ -1000,7 +1156,7 @@ async fn process(
         .await
         {
             Ok(k) => k,
-            Err(e) => return (Err(e), None, None),
+            Err(e) => return (Err(e), None, Held::default()),
         },
     };
     sh.reporter.event(&Event::Key {
@@ -1010,14 +1166,64 @@ async fn process(
         read_files: keyed.stats.read_files,
         read_bytes: keyed.stats.read_bytes,
     });
-    let mut jobs = None;
+    let mut held = Held::default();
     let mut side = ClaimSide::default();
     let outcome = decide_and_build(
-        sh, node, spec, &keyed, hand_over, rebuilt, &mut jobs, &mut side,
+        sh, node, spec, &keyed, hand_over, rebuilt, &mut held, &mut side,
     )
     .await;
     let outcome = side.finish(outcome).await;
-    (outcome, Some(keyed), jobs)
+    (outcome, Some(keyed), held)
+}
+
+/// What a target's build held while it ran.
+#[derive(Default)]
+struct Held {
+    /// The job count handed to the build, if it was handed one.
+    jobs: Option<u32>,
+    /// The node's build slot (lane) it ran in, if it took one.
+    slot: Option<usize>,
+    /// Why it was built: what changed since its last recorded build.
+    changes: Vec<String>,
+}
+
+/// Why a target is built, as `kiln why` says it: its inputs against its
+/// last recorded build (one line each), `never built` without one, and
+/// `--force` when forced. Best effort: a store that does not answer gives
+/// no lines.
+async fn changes_since_last(
+    sh: &Shared,
+    spec: &BuildSpec,
+    keyed: &Keyed,
+    force: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if sh.opts.force {
+        out.push("--force: built even though its key may be recorded".to_string());
+    } else if force {
+        out.push(
+            "its record could not be used (a damaged record, or its image is gone): rebuilt"
+                .to_string(),
+        );
+    }
+    if !keyed.volatile.is_empty() {
+        out.push(format!("always built: {}", keyed.volatile.join("; ")));
+    }
+    let name = spec.name.clone();
+    match store_call(&sh.opts.store, move |s| s.latest(&name)).await {
+        Ok(Lookup::Hit(e)) => {
+            if let Ok(m) = serde_json::from_value::<kiln_plan::key::InputManifest>(e.inputs) {
+                out.extend(
+                    kiln_plan::key::diff(&m, &keyed.manifest)
+                        .iter()
+                        .map(|c| c.to_string()),
+                );
+            }
+        }
+        Ok(Lookup::Miss) => out.push("never built before (no record of this target)".into()),
+        _ => {}
+    }
+    out
 }
 
 /// The job count one build on `node` is handed: the node's affordable jobs
@@ -1172,7 +1378,7 @@ async fn decide_and_build(
     keyed: &Keyed,
     hand_over: &BTreeMap<String, String>,
     rebuilt: &[String],
-    handed_jobs: &mut Option<u32>,
+    held: &mut Held,
     side: &mut ClaimSide,
 ) -> Result<Outcome, EngineError> {
     let warn = |message: String| {
@@ -1295,10 +1501,11 @@ async fn decide_and_build(
         }
     }
     sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+    held.changes = changes_since_last(sh, spec, keyed, force).await;
     // Before the first build of the run: can what is built be recorded?
     // Said once; a run that builds nothing never asks.
     let recordable = sh.writable().await.is_ok();
-    let _slot = node
+    let _permit = node
         .slots
         .acquire()
         .await
@@ -1308,11 +1515,14 @@ async fn decide_and_build(
     } else {
         None
     };
-    *handed_jobs = jobs;
+    let _lane = node.take_lane();
+    held.slot = Some(_lane.index);
+    held.jobs = jobs;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),
         driver: node.driver.kind(spec, keyed.jobs_secret).into(),
         node: node.name.clone(),
+        slot: held.slot,
     });
     let t0 = Instant::now();
     // Registry-resolved base images are built from the digest the key names.
@@ -1477,6 +1687,8 @@ async fn adopt(
         digest,
         pushed,
         reason,
+        pulled,
+        cutoff_by: rebuilt.to_vec(),
     })
 }
 

@@ -16,9 +16,14 @@
 //! its steps up, which says nothing about what a real build costs; a failed
 //! build stopped somewhere in the middle. Both are still recorded.
 //!
+//! Runs ([`RunEntry`]) are kept too, one row per run and one per target of
+//! it (what it did, where, how long, and what the schedule expected), for
+//! `kiln history`: outcomes over time and how far predictions were off.
+//!
 //! The schema is versioned in the `meta` table (`schema_version`). Opening
-//! checks the version: an older one would be migrated (there is none yet),
-//! a newer one is refused, never rewritten.
+//! checks the version: an older one is migrated in place, one step at a
+//! time in one transaction (1 → 2 adds the run tables; builds are kept), a
+//! newer one is refused, never rewritten.
 //!
 //! Must never: panic, or rewrite a database it does not understand.
 
@@ -36,7 +41,7 @@ use crate::StoreError;
 pub const DEFAULT_LOCATION: &str = ".kiln/history.sqlite";
 
 /// The schema version this kiln writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How many of a target's most recent counted builds a learned cost is the
 /// median of.
@@ -73,6 +78,52 @@ CREATE TABLE builds (
 );
 CREATE INDEX builds_by_target ON builds (status, target, at_unix);
 ";
+
+/// Version 2: the runs, and what each did per target.
+const SCHEMA_V2: &str = "
+CREATE TABLE runs (
+    id           TEXT PRIMARY KEY,
+    project      TEXT NOT NULL,
+    started_at   TEXT NOT NULL,
+    started_unix REAL NOT NULL,
+    wall_s       REAL NOT NULL,
+    failed       INTEGER NOT NULL
+);
+CREATE TABLE run_targets (
+    run_id      TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    target      TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    node        TEXT,
+    duration_s  REAL NOT NULL,
+    expected_s  REAL,
+    PRIMARY KEY (run_id, target)
+);
+CREATE INDEX run_targets_by_target ON run_targets (target);
+";
+
+/// One run, as `kiln build` finished it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunEntry {
+    pub id: String,
+    pub project: String,
+    /// RFC 3339.
+    pub started_at: String,
+    pub wall_s: f64,
+    pub failed: bool,
+    pub targets: Vec<RunTarget>,
+}
+
+/// What a run did with one target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunTarget {
+    pub target: String,
+    /// `built`, `skipped`, `cutoff`, `pulled`, `failed` or `blocked`.
+    pub outcome: String,
+    pub node: Option<String>,
+    pub duration_s: f64,
+    /// What the schedule expected a build to take, when it was built.
+    pub expected_s: Option<f64>,
+}
 
 /// One build, as the engine reports it.
 #[derive(Clone, Debug, PartialEq)]
@@ -330,6 +381,123 @@ impl History {
         }
         Ok(costs)
     }
+
+    /// Records a run and what it did per target (replacing a run of the
+    /// same id), in one transaction.
+    ///
+    /// A run with an empty id or project, a start that is not RFC 3339, a
+    /// negative or non-finite time, or a target with an empty name is
+    /// [`StoreError::Invalid`] and nothing is written.
+    pub fn record_run(&self, run: &RunEntry) -> Result<(), StoreError> {
+        let invalid = |why: String| {
+            StoreError::Invalid(format!("build history: the run {:?}: {why}", run.id))
+        };
+        if run.id.is_empty() || run.project.is_empty() {
+            return Err(invalid("the run id or project is empty".into()));
+        }
+        if !rfc3339_shape(&run.started_at) {
+            return Err(invalid(format!(
+                "start {:?} is not an RFC 3339 time",
+                run.started_at
+            )));
+        }
+        let bad = |x: f64| !(x.is_finite() && x >= 0.0);
+        if bad(run.wall_s) {
+            return Err(invalid(format!("wall time {} s", run.wall_s)));
+        }
+        for t in &run.targets {
+            if t.target.is_empty() {
+                return Err(invalid("a target name is empty".into()));
+            }
+            if bad(t.duration_s) || t.expected_s.is_some_and(bad) {
+                return Err(invalid(format!(
+                    "target {}: duration {} s, expected {:?} s",
+                    t.target, t.duration_s, t.expected_s
+                )));
+            }
+        }
+        let mut conn = self.conn();
+        let err = |e| sql_error(&self.path, "recording a run", e);
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        tx.execute("DELETE FROM run_targets WHERE run_id = ?1", [&run.id])
+            .map_err(err)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO runs (id, project, started_at, started_unix, wall_s, failed)
+             VALUES (?1, ?2, ?3, unixepoch(?3, 'subsec'), ?4, ?5)",
+            params![run.id, run.project, run.started_at, run.wall_s, run.failed],
+        )
+        .map_err(err)?;
+        for t in &run.targets {
+            tx.execute(
+                "INSERT INTO run_targets (run_id, target, outcome, node, duration_s, expected_s)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    run.id,
+                    t.target,
+                    t.outcome,
+                    t.node,
+                    t.duration_s,
+                    t.expected_s
+                ],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)
+    }
+
+    /// The last `limit` runs, newest first, each with its targets (only
+    /// `target`'s when one is given; runs without it are left out).
+    pub fn runs(&self, target: Option<&str>, limit: usize) -> Result<Vec<RunEntry>, StoreError> {
+        let conn = self.conn();
+        let err = |e| sql_error(&self.path, "reading the runs", e);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = conn
+            .prepare(
+                "SELECT id, project, started_at, wall_s, failed FROM runs
+                 WHERE ?1 IS NULL OR EXISTS
+                     (SELECT 1 FROM run_targets t WHERE t.run_id = runs.id AND t.target = ?1)
+                 ORDER BY started_unix DESC, rowid DESC LIMIT ?2",
+            )
+            .map_err(err)?;
+        let mut runs = stmt
+            .query_map(params![target, limit], |r| {
+                Ok(RunEntry {
+                    id: r.get(0)?,
+                    project: r.get(1)?,
+                    started_at: r.get(2)?,
+                    wall_s: r.get(3)?,
+                    failed: r.get(4)?,
+                    targets: Vec::new(),
+                })
+            })
+            .map_err(err)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err)?;
+        let mut stmt = conn
+            .prepare(
+                "SELECT target, outcome, node, duration_s, expected_s FROM run_targets
+                 WHERE run_id = ?1 AND (?2 IS NULL OR target = ?2) ORDER BY rowid",
+            )
+            .map_err(err)?;
+        for run in &mut runs {
+            run.targets = stmt
+                .query_map(params![run.id, target], |r| {
+                    Ok(RunTarget {
+                        target: r.get(0)?,
+                        outcome: r.get(1)?,
+                        node: r.get(2)?,
+                        duration_s: r.get(3)?,
+                        expected_s: r.get(4)?,
+                    })
+                })
+                .map_err(err)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(err)?;
+        }
+        Ok(runs)
+    }
 }
 
 /// The median: the middle value of an odd count, the mean of the two middle
@@ -457,6 +625,7 @@ fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
             ));
         }
         tx.execute_batch(SCHEMA_V1).map_err(err)?;
+        tx.execute_batch(SCHEMA_V2).map_err(err)?;
         tx.execute(
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
             [SCHEMA_VERSION.to_string()],
@@ -481,8 +650,17 @@ fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
     };
     match version.trim().parse::<u32>() {
         Ok(SCHEMA_VERSION) => Ok(()),
-        // Migrations from older versions go here, each one step, in this
-        // transaction, ending with the version updated.
+        // Migrations, each one step, in this transaction, ending with the
+        // version updated.
+        Ok(1) => {
+            tx.execute_batch(SCHEMA_V2).map_err(err)?;
+            tx.execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                [SCHEMA_VERSION.to_string()],
+            )
+            .map_err(err)?;
+            tx.commit().map_err(err)
+        }
         Ok(v) if v > SCHEMA_VERSION => Err(refuse(format!(
             "the build history has schema version {v}, written by a newer kiln; this kiln \
              reads version {SCHEMA_VERSION}. Use the newer kiln, or move the file away \

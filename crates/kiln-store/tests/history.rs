@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kiln_store::history::{SCHEMA_VERSION, STATUS_BUILT, STATUS_FAILED, WINDOW};
+use kiln_store::history::{
+    RunEntry, RunTarget, SCHEMA_VERSION, STATUS_BUILT, STATUS_FAILED, WINDOW,
+};
 use kiln_store::{BuildEvent, History, LearnedCost, StoreError};
 
 fn dir() -> PathBuf {
@@ -592,5 +594,117 @@ fn two_processes_write_concurrently() {
         .query_row("SELECT count(*) FROM builds", [], |r| r.get(0))
         .unwrap();
     assert_eq!(n, 400);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn run(id: &str, second: u32, targets: &[(&str, &str, f64, Option<f64>)]) -> RunEntry {
+    RunEntry {
+        id: id.into(),
+        project: "twin".into(),
+        started_at: at(second),
+        wall_s: 12.5,
+        failed: targets.iter().any(|t| t.1 == "failed"),
+        targets: targets
+            .iter()
+            .map(|(t, o, d, e)| RunTarget {
+                target: (*t).into(),
+                outcome: (*o).into(),
+                node: Some("local".into()),
+                duration_s: *d,
+                expected_s: *e,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn runs_come_back_newest_first_with_their_targets_and_filter_by_target() {
+    let d = dir();
+    let h = History::open(&d.join("history.sqlite")).unwrap();
+    let r1 = run(
+        "r1",
+        10,
+        &[("a", "built", 10.0, Some(8.0)), ("b", "skipped", 0.0, None)],
+    );
+    let r2 = run("r2", 20, &[("a", "skipped", 0.0, None)]);
+    let r3 = run(
+        "r3",
+        30,
+        &[("b", "failed", 3.0, Some(5.0)), ("c", "blocked", 0.0, None)],
+    );
+    for r in [&r1, &r2, &r3] {
+        h.record_run(r).unwrap();
+    }
+    let all = h.runs(None, 10).unwrap();
+    assert_eq!(all, vec![r3.clone(), r2.clone(), r1.clone()]);
+    assert_eq!(h.runs(None, 2).unwrap(), vec![r3.clone(), r2.clone()]);
+    let a = h.runs(Some("a"), 10).unwrap();
+    assert_eq!(
+        a.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["r2", "r1"]
+    );
+    assert!(a.iter().all(|r| r.targets.iter().all(|t| t.target == "a")));
+    // Recording a run again replaces it.
+    let again = run("r1", 10, &[("a", "built", 11.0, Some(8.0))]);
+    h.record_run(&again).unwrap();
+    assert_eq!(h.runs(Some("b"), 10).unwrap()[0].id, "r3");
+    assert_eq!(h.runs(None, 10).unwrap()[2], again);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_run_that_makes_no_sense_is_refused_and_nothing_is_written() {
+    let d = dir();
+    let h = History::open(&d.join("history.sqlite")).unwrap();
+    let mut bad = run("r1", 1, &[("a", "built", 1.0, None)]);
+    bad.started_at = "yesterday".into();
+    assert!(matches!(h.record_run(&bad), Err(StoreError::Invalid(m)) if m.contains("RFC 3339")));
+    let bad = run("r1", 1, &[("a", "built", f64::NAN, None)]);
+    assert!(matches!(h.record_run(&bad), Err(StoreError::Invalid(_))));
+    let bad = run("r1", 1, &[("", "built", 1.0, None)]);
+    assert!(matches!(h.record_run(&bad), Err(StoreError::Invalid(_))));
+    assert!(h.runs(None, 10).unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_version_1_history_is_migrated_and_keeps_its_builds() {
+    let d = dir();
+    std::fs::create_dir_all(&d).unwrap();
+    let path = d.join("history.sqlite");
+    // A history as kiln's schema version 1 wrote it.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE builds (
+                 id INTEGER PRIMARY KEY, target TEXT NOT NULL, key TEXT, node TEXT NOT NULL,
+                 node_speed REAL NOT NULL, duration_s REAL NOT NULL, work_s REAL NOT NULL,
+                 output_mb REAL, steps_total INTEGER NOT NULL, steps_cached INTEGER NOT NULL,
+                 status TEXT NOT NULL, at TEXT NOT NULL, at_unix REAL NOT NULL);
+             CREATE INDEX builds_by_target ON builds (status, target, at_unix);
+             INSERT INTO meta VALUES ('schema_version', '1');
+             INSERT INTO builds (target, key, node, node_speed, duration_s, work_s, output_mb,
+                                 steps_total, steps_cached, status, at, at_unix)
+             VALUES ('app', 'k1:01', 'local', 1.0, 42.0, 42.0, NULL, 5, 1, 'built',
+                     '2026-11-30T00:00:01Z', 1796083201.0);",
+        )
+        .unwrap();
+    }
+    let h = History::open(&path).unwrap();
+    assert_eq!(h.costs(1).unwrap()["app"].work_s, 42.0, "builds kept");
+    h.record_run(&run("r1", 5, &[("app", "built", 40.0, Some(42.0))]))
+        .unwrap();
+    assert_eq!(h.runs(None, 5).unwrap().len(), 1);
+    drop(h);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let v: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v, SCHEMA_VERSION.to_string());
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -37,6 +37,48 @@ pub enum Command {
     Vars(VarsArgs),
     /// Check every pinned ref (`*_REF`, `*_VERSION`) against its upstream repository.
     Versions(VersionsArgs),
+    /// Show a recorded run: one self-contained HTML page (Gantt chart,
+    /// graph, cache health), or the same facts as text or JSON.
+    Report(ReportArgs),
+    /// The runs in the build history: outcomes and durations over time,
+    /// learned costs and how far the last predictions were off.
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The bake file whose project's runs to read (its directory's
+    /// `.kiln/runs`); default: the current directory's.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<String>,
+    /// A run id (`kiln history` lists them) or a recorded run's JSON file;
+    /// default: the last run.
+    #[arg(value_name = "RUN")]
+    pub run: Option<String>,
+    /// Where to write (`-`: stdout). Default for html: beside the recorded
+    /// run (`.kiln/runs/<run-id>.html`), its path printed; text and JSON go
+    /// to stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
+    #[arg(long, value_enum, default_value_t = crate::commands::report::ReportFormat::Html)]
+    pub format: crate::commands::report::ReportFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The bake file whose project's history to read (its directory's
+    /// `.kiln/history.sqlite`); default: the current directory's.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<String>,
+    /// Only this target's builds.
+    #[arg(value_name = "TARGET")]
+    pub target: Option<String>,
+    /// How many runs, newest first.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

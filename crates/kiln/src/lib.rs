@@ -9,8 +9,10 @@ pub mod cli;
 pub mod commands;
 pub mod costs;
 pub mod error;
+pub mod live;
 pub mod output;
 pub mod prepare;
+pub mod report;
 pub mod settings;
 
 use std::ffi::OsString;
@@ -125,6 +127,24 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             };
             commands::lint::run(s, out)
         }
+        Command::Report(a) => {
+            let s = commands::report::ReportSettings {
+                kiln_dir: project_kiln_dir(a.file.as_deref())?,
+                run: a.run,
+                output: a.output,
+                format: a.format,
+            };
+            commands::report::run(s, out)
+        }
+        Command::History(a) => {
+            let s = commands::history::HistorySettings {
+                history: project_kiln_dir(a.file.as_deref())?.join("history.sqlite"),
+                target: a.target,
+                format: a.format,
+                limit: a.limit,
+            };
+            commands::history::run(s, out)
+        }
         Command::Diagnose(a) => {
             let s = commands::diagnose::DiagnoseSettings {
                 log: a.log.filter(|l| l != "-"),
@@ -191,4 +211,25 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             commands::versions::run(s, out)
         }
     }
+}
+
+/// The `.kiln` directory of the project of bake file `file` (its
+/// directory), or of the current directory: where runs, history and
+/// records live (`settings::StoreSettings`).
+fn project_kiln_dir(file: Option<&str>) -> Result<std::path::PathBuf, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::env(format!("cannot read the current directory: {e}")))?;
+    let dir = match file {
+        Some(f) => {
+            let p = cwd.join(f);
+            if !p.is_file() {
+                return Err(CliError::usage(format!("-f {f}: no such file"))
+                    .with_hint("name the project's bake file, or run kiln in its directory"));
+            }
+            p.parent().map(std::path::Path::to_path_buf).unwrap_or(cwd)
+        }
+        None => cwd,
+    };
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    Ok(dir.join(".kiln"))
 }

@@ -98,7 +98,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let names: Vec<&str> = s["targets"]
         .as_array()
@@ -134,7 +134,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
 
     // Nothing changed: both skipped by key, without a BuildKit call.
     let o = build_json(&dir, &host, &["--var", &format!("REG={reg}")], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!err.contains("building ("), "no build started: {err}");
@@ -159,7 +159,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
         &["--force", "--var", &format!("REG={reg}")],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     for t in s["targets"].as_array().unwrap() {
         assert_eq!(t["status"], "built");
@@ -178,7 +178,7 @@ fn builds_in_order_and_second_build_is_fully_cached() {
     // A changed file rebuilds only the steps from its COPY on.
     std::fs::write(dir.join("src/a.txt"), "B\n").unwrap();
     let o = build_json(&dir, &host, &["--var", &format!("REG={reg}")], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     assert_eq!(target(&s, "base")["status"], "skipped", "{s}");
     let app = target(&s, "app");
@@ -237,7 +237,7 @@ fn secrets_reach_the_run_step_and_nothing_else() {
         &["--var", &format!("REG={reg}"), "sec"],
         &[("E2E_TOKEN", &secret)],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let t = target(&s, "sec");
     assert_eq!(t["driver"], "docker-cli");
@@ -284,7 +284,7 @@ fn push_lands_in_the_registry_with_its_digest() {
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let digest = target(&s, "base")["digest"].as_str().unwrap().to_string();
     assert!(digest.starts_with("sha256:"), "{digest}");
@@ -372,7 +372,7 @@ fn preflight_names_a_missing_image_and_its_producer() {
         &["preflight", "--format", "json", "consumer", "producer"],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ok"], true, "{v}");
     // A cache ref to import that does not exist yet (the pushed tag of a
@@ -383,7 +383,7 @@ fn preflight_names_a_missing_image_and_its_producer() {
         &["preflight", "--format", "json", "producer"],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["missing_cache_refs"][0]["ref"], missing.as_str(), "{v}");
     assert!(
@@ -444,12 +444,12 @@ fn the_twin_skips_by_key_rebuilds_exactly_what_changed_and_explains_why() {
             ],
             &env,
         );
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         (summary(&o), String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let why = |t: &str| {
         let o = kiln(&dir, &host, &["why", "--var", &reg_var, t], &env);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
 
@@ -709,7 +709,7 @@ group "ff" { targets = ["fails", "after-slow"] }
     ]);
     // The stage and the labels reach the build.
     let o = build_json(&dir, &host, &["staged"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let image = target(&summary(&o), "staged")["image"]
         .as_str()
         .unwrap()
@@ -722,7 +722,7 @@ group "ff" { targets = ["fails", "after-slow"] }
     // no-cache: a second build reruns the step.
     for _ in 0..2 {
         let o = build_json(&dir, &host, &["nc"], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         assert_eq!(target(&summary(&o), "nc")["steps"]["cached"], 0);
     }
     // Platforms the engine cannot build are refused before anything runs.
@@ -786,11 +786,11 @@ target "app" {
     ]);
     touch_unique(&dir.join("toolchain.txt"), "toolchain");
     let o = build_json(&dir, &host, &["app"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let first = summary(&o);
     touch_unique(&dir.join("toolchain.txt"), "toolchain");
     let o = build_json(&dir, &host, &["app"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let l = target(&s, "lib");
     assert_eq!(l["status"], "built", "{l}");
@@ -819,7 +819,7 @@ target "app" {
         args.extend_from_slice(extra);
         args.push("app");
         let o = kiln(&dir, &host, &args, &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
     let learned = sched(&[]);
@@ -858,7 +858,7 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     let dir = files();
     touch_unique(&dir.join("a.txt"), "registry records");
     let o = build_json(&dir, &host, &["one"], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     assert_eq!(target(&summary(&o), "one")["status"], "built");
     assert!(
         !dir.join(".kiln/store").exists(),
@@ -872,7 +872,7 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     let other = files();
     std::fs::copy(dir.join("a.txt"), other.join("a.txt")).unwrap();
     let o = build_json(&other, &host, &["one"], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     assert_eq!(target(&s, "one")["status"], "skipped", "{s}");
     std::fs::write(other.join("a.txt"), "changed\n").unwrap();
@@ -1390,10 +1390,10 @@ fn a_private_registry_is_read_with_the_docker_login() {
     )
     .unwrap();
     let o = build_json(&dir, &host, &["a"], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     assert_eq!(target(&summary(&o), "a")["status"], "built");
     let o = build_json(&dir, &host, &["a"], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     assert_eq!(target(&summary(&o), "a")["status"], "skipped");
     let _ = registry.kill();
     let _ = registry.wait();
@@ -1412,7 +1412,7 @@ fn an_unpinned_add_is_always_built() {
     );
     for run in 0..2 {
         let o = build_json(&dir, &host, &["dl"], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         assert_eq!(target(&summary(&o), "dl")["status"], "built", "run {run}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("is not pinned"), "{err}");
@@ -1453,7 +1453,7 @@ fn publish_only_in_registry(host: &str, reference: &str, salt: &str) {
         .env("DOCKER_BUILDKIT", "1")
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let out = docker(host, &["push", reference]);
     assert!(out.contains("digest: sha256:"), "{out}");
     docker(host, &["rmi", reference]);
@@ -1471,7 +1471,7 @@ fn a_registry_base_image_is_keyed_and_built_by_digest() {
     publish_only_in_registry(&host, &base, &format!("one-{salt}"));
     let dir = one_target("x", &format!("FROM {base}\nRUN cat /salt > /x\n"), &[]);
     let o = build_json(&dir, &host, &["x"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let first = summary(&o);
     assert_eq!(target(&first, "x")["status"], "built");
     let image = target(&first, "x")["image"].as_str().unwrap().to_string();
@@ -1485,7 +1485,7 @@ fn a_registry_base_image_is_keyed_and_built_by_digest() {
     let w = String::from_utf8_lossy(&o.stdout);
     assert!(w.contains(&format!("base image {base}: sha256:")), "{w}");
     let o = build_json(&dir, &host, &["x"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     assert_eq!(target(&s, "x")["status"], "built", "{s}");
     let image = target(&s, "x")["image"].as_str().unwrap().to_string();
@@ -1514,7 +1514,7 @@ fn a_recorded_image_gone_from_the_engine_is_pulled_from_the_registry() {
         ),
     ]);
     let o = build_json(&dir, &host, &["--push", "p"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let first = summary(&o);
     let digest = target(&first, "p")["digest"].as_str().unwrap().to_string();
     let image = target(&first, "p")["image"].as_str().unwrap().to_string();
@@ -1525,7 +1525,7 @@ fn a_recorded_image_gone_from_the_engine_is_pulled_from_the_registry() {
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(plan["targets"][0]["action"], "skip", "{plan}");
     let o = build_json(&dir, &host, &["p"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let t = target(&s, "p");
     assert_eq!(t["status"], "skipped", "{t}");
@@ -1558,7 +1558,7 @@ fn plan_probes_cache_refs_in_the_registry() {
         ),
     ]);
     let o = build_json(&dir, &host, &["--push", "p"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("note: the local engine's BuildKit only has inline cache"),
@@ -1607,7 +1607,7 @@ fn plan_probes_cache_refs_in_the_registry() {
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let from = plan["targets"][0]["cache"][0]["from"]
         .as_array()
@@ -1678,7 +1678,7 @@ group "default" { targets = ["compile", "plain"] }
     // A small GB per job and two slots: the count is the node's free
     // memory in quarter-GB units, halved.
     let o = build_json(&dir, &host, &["--jobs", "2", "--gb-per-job", "0.25"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let c = target(&s, "compile");
     assert_eq!(c["status"], "built", "{c}");
@@ -1709,7 +1709,7 @@ group "default" { targets = ["compile", "plain"] }
     // Another GB per job: the same key, so nothing is built and nothing
     // is handed.
     let o = build_json(&dir, &host, &["--jobs", "2", "--gb-per-job", "100000"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let c = target(&s, "compile");
     assert_eq!(c["status"], "skipped", "{c}");
@@ -1733,7 +1733,7 @@ group "default" { targets = ["compile", "plain"] }
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let c = target(&s, "compile");
     assert_eq!(c["status"], "built", "{c}");
@@ -1809,7 +1809,7 @@ group "default" {{ targets = ["compile", "plain"] }}
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let node_jobs = v["nodes"][0]["facts"]["jobs"].as_f64().unwrap();
     let o = build_json(
@@ -1818,7 +1818,7 @@ group "default" {{ targets = ["compile", "plain"] }}
         &["--fleet", "fleet.toml", "--gb-per-job", "0.5"],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let c = target(&s, "compile");
     assert_eq!(c["status"], "built", "{c}");
@@ -1861,7 +1861,7 @@ group "default" {{ targets = ["compile", "plain"] }}
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["default_costs"], serde_json::json!([]), "{v}");
     let a = &v["assignments"][0];
@@ -1887,7 +1887,7 @@ fn fleet_probes_nodes_and_scores_them() {
         &["fleet", "--fleet", "fleet.toml", "--format", "json"],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let nodes = v["nodes"].as_array().unwrap();
     assert_eq!(nodes[0]["status"], "up", "{v}");
@@ -1994,7 +1994,7 @@ fn fleet_preflight_asks_every_node_that_may_build_the_target() {
         ],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     // On both nodes: the check passes without costs too.
     docker(node(1), &["tag", "kiln/busybox:latest", &base]);
     let o = kiln(
@@ -2003,7 +2003,7 @@ fn fleet_preflight_asks_every_node_that_may_build_the_target() {
         &["preflight", "--fleet", "fleet.toml", "t"],
         &[],
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     assert!(
         common::stdout(&o).contains(&format!("{base}  on the engine")),
         "{}",
@@ -2080,7 +2080,7 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str], lose: Lose)
         "pytorch-run",
     ]);
     let o = kiln(&dir, &host, &args, &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let mut nodes = BTreeMap::new();
     for t in s["targets"].as_array().unwrap() {
@@ -2266,7 +2266,7 @@ fn the_text_summary_names_the_tags_and_ends_with_totals() {
     ]);
     let run = || {
         let o = kiln(&dir, &host, &["build", "--progress", "plain"], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     let first = run();
@@ -2314,11 +2314,11 @@ fn why_after_a_reverted_change_agrees_with_the_skip() {
     ]);
     let build = || {
         let o = kiln(&dir, &host, &["build", "--progress", "plain"], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
     };
     let why = || {
         let o = kiln(&dir, &host, &["why", "a", "--format", "json"], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
     build();
@@ -2384,10 +2384,10 @@ fn records_live_with_the_bake_file_wherever_kiln_runs() {
     // build the same thing.
     let env = [("BUILDX_BAKE_FILE_RELATIVE_PATHS", "1")];
     let o = build_json(&proj, &host, &[], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     assert_eq!(target(&summary(&o), "a")["status"], "built");
     let o = build_json(&parent, &host, &["-f", "proj/docker-bake.hcl"], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     assert_eq!(target(&s, "a")["status"], "skipped", "{s}");
     assert!(!parent.join(".kiln").exists(), "no state in the parent");
@@ -2615,7 +2615,7 @@ fn take_over_on(host: &str, store: &str, vars: &Vars, salt: &str) {
     );
     // Recorded: the next run skips without waiting.
     let o = build_json(&dir, host, &["--store", &store_s, "slow"], &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     assert_eq!(target(&s, "slow")["status"], "skipped", "{store}: {s}");
     assert!(!String::from_utf8_lossy(&o.stderr).contains("waiting for"));
@@ -2668,7 +2668,7 @@ fn a_secret_value_is_found_nowhere_kiln_writes_or_shows() {
     let reg_var = format!("REGISTRY={reg}");
     let mut shown = Vec::new();
     let o = twin_plan(&dir, &host, &reg_var, &env);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     shown.push(("plan", o));
     for (progress, format, force) in [
         ("plain", "json", false),
@@ -2689,7 +2689,7 @@ fn a_secret_value_is_found_nowhere_kiln_writes_or_shows() {
         }
         a.extend(["default", "pytorch-run"]);
         let o = kiln(&dir, &host, &a, &env);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         shown.push(("build", o));
     }
     for (what, o) in &shown {
@@ -2753,7 +2753,7 @@ fn builds_are_named_in_buildkit_history_by_project_target_arch_and_run() {
     );
     let run = format!("e2e-{salt}");
     let o = build_json(&dir, &host, &["--run-id", &run, "one"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     assert_eq!(s["run_id"], run);
     let project = dir.file_name().unwrap().to_string_lossy().into_owned();
@@ -2804,7 +2804,7 @@ fn versions_tell_which_images_of_a_pin_the_registry_holds() {
     );
     let dir = workspace(&[("docker-bake.hcl", &bake), ("Dockerfile", "FROM scratch\n")]);
     let o = kiln(&dir, &host, &["versions", "--format", "json"], &[]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", failure(&o));
     let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let images = &pins[0]["images"];
     let held = |t: &str| {
@@ -2916,7 +2916,7 @@ target "b" {
     };
     let run = || {
         let o = build_json(&dir, &host, &[], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         summary(&o)
     };
     let s1 = run();
@@ -3024,7 +3024,7 @@ fn a_compiler_cache_is_probed_and_handed_over_as_a_secret_only() {
     ];
     let plan_key = {
         let o = kiln(&dir, &host, &["plan", "--format", "json"], &[]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{}", failure(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         v["targets"][0]["key"].as_str().unwrap().to_string()
     };
@@ -3228,7 +3228,7 @@ fn a_second_compile_on_a_cold_builder_is_served_from_the_compiler_cache() {
         a.extend_from_slice(extra);
         let o = build_json(&dir, &host, &a, &login);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert!(o.status.success(), "{err}");
+        assert!(o.status.success(), "{}", failure(&o));
         assert!(
             err.contains("Cache location") && err.contains("webdav"),
             "{err}"

@@ -172,6 +172,7 @@ impl Reporter for PlainReporter {
                 target,
                 driver,
                 node,
+                ..
             } => format!("[{target}] building ({driver}) on {node}"),
             Event::Key {
                 target,
@@ -362,29 +363,99 @@ fn terminal_line(
     ))
 }
 
-/// Live status lines on a terminal: one line per running target.
+/// The live view on a terminal (`crate::live`): one line per node and
+/// slot with its target, elapsed against expected time and step, and the
+/// queue, redrawn in place every [`crate::live::TICK`] and on each event;
+/// a finished target leaves one permanent line above them.
 struct TtyReporter {
+    inner: Arc<TtyInner>,
+}
+
+struct TtyInner {
     bars: indicatif::MultiProgress,
-    per_target: Mutex<std::collections::HashMap<String, indicatif::ProgressBar>>,
+    state: Mutex<(crate::live::LaneView, Vec<indicatif::ProgressBar>)>,
+    total: usize,
+    finished: std::sync::atomic::AtomicUsize,
+}
+
+impl TtyReporter {
+    fn new(view: crate::live::LaneView, total: usize) -> TtyReporter {
+        let inner = Arc::new(TtyInner {
+            bars: indicatif::MultiProgress::with_draw_target(
+                indicatif::ProgressDrawTarget::stderr(),
+            ),
+            state: Mutex::new((view, Vec::new())),
+            total,
+            finished: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let weak = Arc::downgrade(&inner);
+        // Elapsed times move while no event comes: a ticker redraws until
+        // the run is over (or the reporter is gone).
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(crate::live::TICK);
+                let Some(inner) = weak.upgrade() else { break };
+                if inner.over() {
+                    break;
+                }
+                inner.redraw();
+            }
+        });
+        TtyReporter { inner }
+    }
+}
+
+impl TtyInner {
+    fn over(&self) -> bool {
+        self.finished.load(std::sync::atomic::Ordering::Relaxed) >= self.total
+    }
+
+    /// Draws the lanes and the queue (or, once every target finished,
+    /// takes them away so the summary follows the permanent lines).
+    fn redraw(&self) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let (view, bars) = &mut *st;
+        if self.over() {
+            for pb in bars.drain(..) {
+                pb.finish_and_clear();
+                self.bars.remove(&pb);
+            }
+            return;
+        }
+        let lines = view.lines(std::time::Instant::now());
+        if lines.len() != bars.len() {
+            for pb in bars.drain(..) {
+                pb.finish_and_clear();
+                self.bars.remove(&pb);
+            }
+            for _ in &lines {
+                let pb = self.bars.add(indicatif::ProgressBar::new_spinner());
+                pb.set_style(
+                    indicatif::ProgressStyle::with_template("{wide_msg}")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                );
+                bars.push(pb);
+            }
+        }
+        for (pb, l) in bars.iter().zip(lines) {
+            pb.set_message(l);
+        }
+    }
 }
 
 impl Reporter for TtyReporter {
     fn event(&self, e: &Event) {
-        let Ok(mut map) = self.per_target.lock() else {
-            return;
-        };
+        let inner = &self.inner;
+        let now = std::time::Instant::now();
         match e {
-            Event::TargetStarted { target, .. } => {
-                let pb = self.bars.add(indicatif::ProgressBar::new_spinner());
-                pb.set_style(
-                    indicatif::ProgressStyle::with_template(
-                        "{spinner} {prefix:.bold} {elapsed:>4} {wide_msg}",
-                    )
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
-                );
-                pb.set_prefix(target.clone());
-                pb.enable_steady_tick(std::time::Duration::from_millis(120));
-                map.insert(target.clone(), pb);
+            Event::TargetStarted {
+                target, node, slot, ..
+            } => {
+                if let Ok(mut st) = inner.state.lock() {
+                    st.0.started(target, node, *slot, now);
+                }
             }
             Event::Step {
                 target,
@@ -392,13 +463,13 @@ impl Reporter for TtyReporter {
                 state,
                 ..
             } => {
-                if let Some(pb) = map.get(target) {
-                    let mark = match state {
-                        StepState::Cached => " (cached)",
-                        StepState::Error => " (error)",
-                        _ => "",
-                    };
-                    pb.set_message(format!("{step}{mark}"));
+                let mark = match state {
+                    StepState::Cached => " (cached)",
+                    StepState::Error => " (error)",
+                    _ => "",
+                };
+                if let Ok(mut st) = inner.state.lock() {
+                    st.0.step(target, &format!("{step}{mark}"));
                 }
             }
             Event::TargetFinished {
@@ -408,11 +479,12 @@ impl Reporter for TtyReporter {
                 image,
                 reason,
             } => {
-                // A finished target leaves one permanent line; its spinner goes
-                // away so nothing is left half-drawn when the summary prints.
-                if let Some(pb) = map.remove(target) {
-                    pb.finish_and_clear();
+                if let Ok(mut st) = inner.state.lock() {
+                    st.0.finished(target, status);
                 }
+                inner
+                    .finished
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if let Some(line) = terminal_line(
                     target,
                     status,
@@ -420,7 +492,7 @@ impl Reporter for TtyReporter {
                     image.as_deref(),
                     reason.as_deref(),
                 ) {
-                    self.bars.suspend(|| eprintln!("{line}"));
+                    inner.bars.suspend(|| eprintln!("{line}"));
                 }
             }
             Event::Pushed {
@@ -428,7 +500,7 @@ impl Reporter for TtyReporter {
                 reference,
                 digest,
             } => {
-                let _ = self
+                let _ = inner
                     .bars
                     .println(format!("  {target} pushed {reference}@{digest}"));
             }
@@ -438,13 +510,14 @@ impl Reporter for TtyReporter {
                 } else {
                     format!("! {target}: {message}")
                 };
-                let _ = self.bars.println(line);
+                let _ = inner.bars.println(line);
             }
             Event::Waiting { target, message } => {
-                let _ = self.bars.println(format!("  {target}: {message}"));
+                let _ = inner.bars.println(format!("  {target}: {message}"));
             }
-            Event::Log { .. } | Event::Key { .. } => {}
+            Event::Log { .. } | Event::Key { .. } => return,
         }
+        inner.redraw();
     }
 }
 
@@ -476,8 +549,12 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         )));
     }
     let buildx = s.driver == crate::cli::DriverKind::Buildx;
-    let (nodes, placement, eligible) = match &s.fleet {
-        Some(f) => fleet_plan(f, s.costs.as_deref(), &s.bake.cwd, &s.store.history, &specs)?,
+    let (nodes, placement, eligible, fleet_planned) = match &s.fleet {
+        Some(f) => {
+            let (n, p, e, planned) =
+                fleet_plan(f, s.costs.as_deref(), &s.bake.cwd, &s.store.history, &specs)?;
+            (n, p, e, Some(planned))
+        }
         None => Default::default(),
     };
     // A fleet node's endpoint says how it builds (an engine address, or a
@@ -539,6 +616,35 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     let (store, stat_cache) = open_store(&s.store)?;
+    // The schedule kiln plans (on a fleet, the one that places targets;
+    // on one engine, the same policy over its slots): the live view's
+    // expected times and the report's planned lanes.
+    let lanes: Vec<(String, usize)> = if s.fleet.is_some() {
+        nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.slots.max(1)))
+            .collect()
+    } else {
+        vec![(
+            builder
+                .as_ref()
+                .map(|b| b.name.clone())
+                .unwrap_or_else(|| s.store.endpoint.host.clone()),
+            s.jobs.max(1),
+        )]
+    };
+    let schedule_plan = match fleet_planned {
+        Some(p) => p,
+        None => crate::prepare::fleet::single_plan(
+            &specs,
+            &lanes[0].0,
+            lanes[0].1,
+            s.costs.as_deref(),
+            &s.bake.cwd,
+            &s.store.history,
+        )
+        .unwrap_or_default(),
+    };
     let reporter: Arc<dyn Reporter> = match s.progress {
         Progress::Json => Arc::new(JsonReporter {
             out: Mutex::new(std::io::stderr()),
@@ -546,12 +652,14 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         Progress::Plain => Arc::new(PlainReporter {
             out: Mutex::new(std::io::stderr()),
         }),
-        Progress::Auto if std::io::stderr().is_terminal() => Arc::new(TtyReporter {
-            bars: indicatif::MultiProgress::with_draw_target(
-                indicatif::ProgressDrawTarget::stderr(),
+        Progress::Auto if std::io::stderr().is_terminal() => Arc::new(TtyReporter::new(
+            crate::live::LaneView::new(
+                &lanes,
+                specs.iter().map(|sp| sp.name.clone()).collect(),
+                schedule_plan.expected_s.clone().into_iter().collect(),
             ),
-            per_target: Mutex::new(Default::default()),
-        }),
+            specs.len(),
+        )),
         Progress::Auto => Arc::new(PlainReporter {
             out: Mutex::new(std::io::stderr()),
         }),
@@ -598,6 +706,8 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .iter()
         .map(|sp| (sp.name.clone(), sp.tags.clone()))
         .collect();
+    // What the run report needs of the specs once they are handed over.
+    let report_specs = specs.clone();
     // SIGINT or SIGTERM stops the run: its tasks are dropped, which kills
     // every build child (`kill_on_drop`) and removes its temporary
     // directory; records are only ever written after a build succeeded, so
@@ -661,6 +771,18 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .map(|fl| fl.nodes.into_iter().map(|n| (n.name, n.speed)).collect())
         .unwrap_or_default();
     let sizes = rt.block_on(crate::costs::output_sizes(&summary));
+    // The run report and the run's row in the history, from what the run
+    // recorded.
+    record_run(
+        &s,
+        &project,
+        &summary,
+        &report_specs,
+        &schedule_plan,
+        &tags,
+        &speeds,
+        &sizes,
+    );
     crate::costs::record(
         &s.store.history,
         &summary,
@@ -822,5 +944,85 @@ mod tests {
         assert!(line.starts_with("✔ b built in 2.0s r/b:1"), "{line}");
         let line = terminal_line("c", "failed", 1.0, None, Some("exit 1")).unwrap();
         assert!(line.starts_with("✘ c failed"), "{line}");
+    }
+}
+
+/// Records the run: its report (`.kiln/runs/<run-id>.json`, what `kiln
+/// report` renders) and its row in the build history (`kiln history`).
+/// Failures are warnings: the images are built either way.
+#[allow(clippy::too_many_arguments)]
+fn record_run(
+    s: &BuildSettings,
+    project: &str,
+    summary: &kiln_engine::RunSummary,
+    specs: &[kiln_engine::BuildSpec],
+    planned: &crate::report::Planned,
+    tags: &std::collections::HashMap<String, Vec<String>>,
+    speeds: &std::collections::HashMap<String, f64>,
+    sizes: &std::collections::BTreeMap<String, f64>,
+) {
+    let deps: std::collections::HashMap<String, Vec<String>> = specs
+        .iter()
+        .map(|sp| (sp.name.clone(), sp.deps.clone()))
+        .collect();
+    // Time saved counts learned costs only: a default guess is not a saving.
+    let costs: std::collections::HashMap<String, f64> = crate::costs::learned(&s.store.history)
+        .into_iter()
+        .map(|(t, c)| (t, c.work_s))
+        .collect();
+    let driver = if s.fleet.is_some() {
+        format!("fleet of {}", summary.nodes.len())
+    } else {
+        summary
+            .targets
+            .iter()
+            .find(|t| t.status != TargetStatus::Blocked)
+            .map(|t| t.driver.clone())
+            .unwrap_or_else(|| "engine".into())
+    };
+    let cx = crate::report::Context {
+        project: project.to_string(),
+        driver,
+        planned,
+        deps: &deps,
+        tags,
+        costs: &costs,
+        speeds,
+        sizes,
+    };
+    let report = crate::report::build(summary, &cx);
+    let kiln_dir = s
+        .store
+        .history
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(|| std::path::PathBuf::from(".kiln"));
+    if let Err(e) = crate::report::save(&kiln_dir, &report) {
+        eprintln!(
+            "warning: could not record the run in {}: {e}",
+            crate::report::runs_dir(&kiln_dir).display()
+        );
+    }
+    let entry = kiln_store::history::RunEntry {
+        id: report.run.id.clone(),
+        project: report.run.project.clone(),
+        started_at: report.run.started_at.clone(),
+        wall_s: report.run.wall_s,
+        failed: report.run.failed,
+        targets: report
+            .targets
+            .iter()
+            .map(|t| kiln_store::history::RunTarget {
+                target: t.name.clone(),
+                outcome: t.outcome.clone(),
+                node: t.node.clone(),
+                duration_s: t.duration_s,
+                expected_s: t.expected_s,
+            })
+            .collect(),
+    };
+    let r = kiln_store::history::History::open(&s.store.history).and_then(|h| h.record_run(&entry));
+    if let Err(e) = r {
+        eprintln!("warning: could not record the run in the build history: {e}");
     }
 }

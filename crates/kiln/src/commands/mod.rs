@@ -5,10 +5,12 @@
 pub mod build;
 pub mod diagnose;
 pub mod fleet;
+pub mod history;
 pub mod lint;
 pub mod plan;
 pub mod preflight;
 pub mod print;
+pub mod report;
 pub mod schedule;
 pub mod vars;
 pub mod versions;

@@ -37,7 +37,7 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
         )?),
         None => None,
     };
-    let fleet = fleet_plan.as_ref().map(|(n, _, e)| (n.as_slice(), e));
+    let fleet = fleet_plan.as_ref().map(|(n, _, e, _)| (n.as_slice(), e));
     let checked = check(&planned, &specs, &s.store, fleet, None, false)?;
     let missing_cache = missing_cache_refs(&planned)?;
     for (target, r) in &missing_cache {

@@ -30,11 +30,13 @@ pub fn read_input(cwd: &Path, file: &str, what: &str) -> Result<String, CliError
     })
 }
 
-/// Nodes, preferred placement and memory eligibility of a fleet run.
+/// Nodes, preferred placement and memory eligibility of a fleet run, and
+/// the schedule planned (for the run report).
 pub type FleetPlan = (
     Vec<kiln_engine::run::NodeSpec>,
     std::collections::HashMap<String, usize>,
     std::collections::HashMap<String, Vec<usize>>,
+    crate::report::Planned,
 );
 
 /// The nodes of a fleet run and where the schedule places each target
@@ -46,7 +48,7 @@ pub fn fleet_plan(
     history: &Path,
     specs: &[BuildSpec],
 ) -> Result<FleetPlan, CliError> {
-    use kiln_plan::schedule::{CostsFile, Fleet, Job, Policy, Problem, schedule};
+    use kiln_plan::schedule::{CostsFile, Fleet};
     let fleet = Fleet::parse(fleet_path, &read_input(cwd, fleet_path, "fleet")?)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let costs = match costs {
@@ -77,6 +79,33 @@ pub fn fleet_plan(
             memory_gb: Some(n.memory_gb),
         });
     }
+    let (problem, plan) = plan_on(specs, fleet.nodes.clone(), &costs, history)?;
+    let placement = plan
+        .assignments
+        .iter()
+        .map(|a| (specs[a.job].name.clone(), a.node))
+        .collect();
+    let eligible = (0..specs.len())
+        .map(|j| {
+            let ks = (0..fleet.nodes.len())
+                .filter(|&k| problem.eligible(j, k))
+                .collect();
+            (specs[j].name.clone(), ks)
+        })
+        .collect();
+    let planned = planned(specs, &problem, &plan);
+    Ok((nodes, placement, eligible, planned))
+}
+
+/// kiln's schedule of `specs` on `nodes` with learned (else file, else
+/// default) costs, every target assumed built.
+fn plan_on(
+    specs: &[BuildSpec],
+    nodes: Vec<kiln_plan::schedule::Node>,
+    costs: &kiln_plan::schedule::CostsFile,
+    history: &Path,
+) -> Result<(kiln_plan::schedule::Problem, kiln_plan::schedule::Schedule), CliError> {
+    use kiln_plan::schedule::{Job, Policy, Problem, schedule};
     let index: std::collections::HashMap<&str, usize> = specs
         .iter()
         .enumerate()
@@ -92,25 +121,73 @@ pub fn fleet_plan(
                 .iter()
                 .filter_map(|d| index.get(d.as_str()).copied())
                 .collect(),
-            cost: crate::costs::cost_of(&sp.name, &costs, &learned).0,
+            cost: crate::costs::cost_of(&sp.name, costs, &learned).0,
             published: false,
         })
         .collect();
-    let problem =
-        Problem::new(jobs, fleet.nodes.clone()).map_err(|e| CliError::usage(e.to_string()))?;
+    let problem = Problem::new(jobs, nodes).map_err(|e| CliError::usage(e.to_string()))?;
     let plan = schedule(&problem, Policy::Kiln);
-    let placement = plan
+    Ok((problem, plan))
+}
+
+/// The report's view of a schedule: each target's node, lane, start and
+/// end, and the build time expected there.
+fn planned(
+    specs: &[BuildSpec],
+    problem: &kiln_plan::schedule::Problem,
+    plan: &kiln_plan::schedule::Schedule,
+) -> crate::report::Planned {
+    let name = |k: usize| problem.nodes()[k].name.clone();
+    let rows: Vec<(String, String, f64, f64)> = plan
         .assignments
         .iter()
-        .map(|a| (specs[a.job].name.clone(), a.node))
+        .map(|a| (specs[a.job].name.clone(), name(a.node), a.start_s, a.end_s))
         .collect();
-    let eligible = (0..specs.len())
-        .map(|j| {
-            let ks = (0..fleet.nodes.len())
-                .filter(|&k| problem.eligible(j, k))
-                .collect();
-            (specs[j].name.clone(), ks)
-        })
+    let slots = problem
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.slots as usize))
         .collect();
-    Ok((nodes, placement, eligible))
+    crate::report::Planned {
+        makespan_s: Some(plan.makespan_s),
+        lower_bound_s: Some(plan.lower_bound_s),
+        targets: crate::report::planned_slots(&rows, &slots),
+        expected_s: plan
+            .assignments
+            .iter()
+            .map(|a| (specs[a.job].name.clone(), a.build_s))
+            .collect(),
+    }
+}
+
+/// The schedule of a run on one engine or builder (`node`, `slots` builds
+/// at once, speed 1), for the run report: the same policy and costs a
+/// fleet run uses. `None` when the costs file cannot be read (the run
+/// itself does not need it).
+pub fn single_plan(
+    specs: &[BuildSpec],
+    node: &str,
+    slots: usize,
+    costs: Option<&str>,
+    cwd: &Path,
+    history: &Path,
+) -> Option<crate::report::Planned> {
+    use kiln_plan::schedule::CostsFile;
+    let costs = match costs {
+        Some(p) => CostsFile::parse(p, &read_input(cwd, p, "costs").ok()?).ok()?,
+        None => CostsFile::default(),
+    };
+    let nodes = vec![kiln_plan::schedule::Node {
+        name: node.to_string(),
+        endpoint: node.to_string(),
+        cores: 16,
+        // One engine: memory never decides where a target goes.
+        memory_gb: f64::MAX / 4.0,
+        speed: 1.0,
+        // Nothing crosses a network on one node.
+        link_mbps: 1e9,
+        slots: u32::try_from(slots.max(1)).unwrap_or(1),
+    }];
+    let (problem, plan) = plan_on(specs, nodes, &costs, history).ok()?;
+    Some(planned(specs, &problem, &plan))
 }

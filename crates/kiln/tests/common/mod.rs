@@ -212,13 +212,24 @@ pub mod e2e {
         kiln(dir, host, &all, env)
     }
 
+    /// A failed kiln run, for an assertion message: the exit code and the
+    /// last lines of stderr first (where the error is; a CI log that
+    /// shows only the start of a long message still shows them), then
+    /// all of stderr.
+    pub fn failure(o: &Output) -> String {
+        let err = String::from_utf8_lossy(&o.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        let tail = lines[lines.len().saturating_sub(25)..].join("\n");
+        format!(
+            "kiln exited with {:?}; the last lines of its stderr:\n{tail}\n---- all {} lines of stderr ----\n{err}",
+            o.status.code(),
+            lines.len()
+        )
+    }
+
     pub fn summary(o: &Output) -> serde_json::Value {
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-            panic!(
-                "no JSON summary ({e}); stderr:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            )
-        })
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("no JSON summary ({e}); {}", failure(o)))
     }
 
     pub fn target<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {

@@ -1,0 +1,69 @@
+//! `kiln report [RUN] [-o FILE] [--format html|text|json]`: a recorded run
+//! (default: the last one) as one self-contained HTML page, or the same
+//! facts as text or JSON (docs/report.md). Reads only what `kiln build`
+//! recorded in `.kiln/runs/`, so a report can be made again at any time.
+//!
+//! Exit codes: 0 written; 2 when no such run is recorded or the file cannot
+//! be read or written.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::error::CliError;
+use crate::report;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Html,
+    Text,
+    Json,
+}
+
+pub struct ReportSettings {
+    /// The project's `.kiln` directory.
+    pub kiln_dir: PathBuf,
+    pub run: Option<String>,
+    pub output: Option<PathBuf>,
+    pub format: ReportFormat,
+}
+
+pub fn run(s: ReportSettings, out: &mut dyn Write) -> Result<(), CliError> {
+    let path = report::locate(&s.kiln_dir, s.run.as_deref()).map_err(|e| {
+        CliError::usage(e).with_hint(
+            "run `kiln build` in this project first (each run is recorded), or name a run id (`kiln history` lists them) or a recorded run's JSON file",
+        )
+    })?;
+    let r = report::load(&path).map_err(CliError::usage)?;
+    let text = match s.format {
+        ReportFormat::Html => report::html::render(&r),
+        ReportFormat::Text => report::text::render(&r),
+        ReportFormat::Json => {
+            let mut t =
+                serde_json::to_string_pretty(&r).map_err(|e| CliError::env(e.to_string()))?;
+            t.push('\n');
+            t
+        }
+    };
+    // HTML goes to a file: -o, else beside the recorded run.
+    let target = match (&s.output, s.format) {
+        (Some(p), _) => Some(p.clone()),
+        (None, ReportFormat::Html) => Some(path.with_extension("html")),
+        (None, _) => None,
+    };
+    match target {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::write(&p, text).map_err(|e| {
+                CliError::usage(format!("cannot write the report to {}: {e}", p.display()))
+            })?;
+            crate::output::write(out, &format!("{}\n", p.display()))?;
+            eprintln!(
+                "report of run {} ({} targets) written to {}",
+                r.run.id,
+                r.targets.len(),
+                p.display()
+            );
+            Ok(())
+        }
+        _ => crate::output::write(out, &text),
+    }
+}

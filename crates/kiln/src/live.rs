@@ -1,0 +1,215 @@
+//! The live view of a run on a terminal: one line per node and build slot
+//! (the target it builds, its elapsed time against the expected time, its
+//! current step), and a line for the queue — redrawn in place
+//! (`commands::build`'s TTY reporter draws these lines; plain progress is
+//! unchanged). This module is the state and the text, with no terminal in
+//! it, so it is tested without one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::report::text::duration;
+
+/// What runs in one lane.
+#[derive(Clone, Debug)]
+struct Busy {
+    target: String,
+    since: Instant,
+    step: String,
+}
+
+/// The run as it goes.
+#[derive(Debug)]
+pub struct LaneView {
+    /// Lanes in drawing order: `(node, slot)`.
+    lanes: Vec<(String, usize)>,
+    busy: HashMap<(String, usize), Busy>,
+    /// Expected build seconds per target (the schedule's).
+    expected: HashMap<String, f64>,
+    /// Targets in build order, and which have started or finished.
+    order: Vec<String>,
+    started: HashMap<String, ()>,
+    finished: BTreeMap<String, String>,
+}
+
+impl LaneView {
+    /// `nodes`: `(name, slots)` in order; `order`: every target of the run
+    /// in build order; `expected`: expected build seconds.
+    pub fn new(
+        nodes: &[(String, usize)],
+        order: Vec<String>,
+        expected: HashMap<String, f64>,
+    ) -> LaneView {
+        LaneView {
+            lanes: nodes
+                .iter()
+                .flat_map(|(n, s)| (0..(*s).max(1)).map(move |k| (n.clone(), k)))
+                .collect(),
+            busy: HashMap::new(),
+            expected,
+            order,
+            started: HashMap::new(),
+            finished: BTreeMap::new(),
+        }
+    }
+
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// A target started building on `node`'s slot (a slot never announced
+    /// by the fleet gets a lane of its own).
+    pub fn started(&mut self, target: &str, node: &str, slot: Option<usize>, now: Instant) {
+        let lane = (node.to_string(), slot.unwrap_or(0));
+        if !self.lanes.contains(&lane) {
+            self.lanes.push(lane.clone());
+        }
+        self.started.insert(target.to_string(), ());
+        self.busy.insert(
+            lane,
+            Busy {
+                target: target.to_string(),
+                since: now,
+                step: String::new(),
+            },
+        );
+    }
+
+    /// The target's current step.
+    pub fn step(&mut self, target: &str, step: &str) {
+        if let Some(b) = self.busy.values_mut().find(|b| b.target == target) {
+            b.step = step.to_string();
+        }
+    }
+
+    /// A target finished (any status), built or not.
+    pub fn finished(&mut self, target: &str, status: &str) {
+        self.busy.retain(|_, b| b.target != target);
+        self.started.insert(target.to_string(), ());
+        self.finished.insert(target.to_string(), status.to_string());
+    }
+
+    /// One line per lane, then the queue line.
+    pub fn lines(&self, now: Instant) -> Vec<String> {
+        let w = self
+            .lanes
+            .iter()
+            .map(|(n, s)| n.len() + 1 + s.to_string().len())
+            .max()
+            .unwrap_or(4);
+        let mut out: Vec<String> = self
+            .lanes
+            .iter()
+            .map(|lane| {
+                let name = format!("{}/{}", lane.0, lane.1);
+                match self.busy.get(lane) {
+                    None => format!("{name:<w$}  idle"),
+                    Some(b) => {
+                        let elapsed = now.saturating_duration_since(b.since).as_secs_f64();
+                        let timing = match self.expected.get(&b.target) {
+                            Some(&e) if e > 0.0 => {
+                                let late = if elapsed > e * 1.5 { "  (late)" } else { "" };
+                                format!(
+                                    "{} / ~{} ({:.0}%){late}",
+                                    duration(elapsed),
+                                    duration(e),
+                                    100.0 * elapsed / e
+                                )
+                            }
+                            _ => duration(elapsed),
+                        };
+                        let step = if b.step.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  {}", b.step)
+                        };
+                        format!("{name:<w$}  {}  {timing}{step}", b.target)
+                    }
+                }
+            })
+            .collect();
+        out.push(self.queue_line());
+        out
+    }
+
+    fn queue_line(&self) -> String {
+        let waiting: Vec<&str> = self
+            .order
+            .iter()
+            .filter(|t| !self.started.contains_key(*t))
+            .map(String::as_str)
+            .collect();
+        let count = |s: &str| self.finished.values().filter(|v| *v == s).count();
+        let done = self.finished.len();
+        let mut l = format!(
+            "queue {}{}  ·  done {done}/{}",
+            waiting.len(),
+            if waiting.is_empty() {
+                String::new()
+            } else {
+                let next: Vec<&str> = waiting.iter().take(3).copied().collect();
+                format!(
+                    " (next: {}{})",
+                    next.join(", "),
+                    if waiting.len() > 3 { ", …" } else { "" }
+                )
+            },
+            self.order.len()
+        );
+        for s in ["built", "skipped", "failed", "blocked"] {
+            let n = count(s);
+            if n > 0 {
+                l.push_str(&format!(", {s} {n}"));
+            }
+        }
+        l
+    }
+}
+
+/// How often the view is redrawn while nothing happens.
+pub const TICK: Duration = Duration::from_millis(500);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_lane_shows_its_target_elapsed_against_expected_and_the_queue() {
+        let t0 = Instant::now();
+        let mut v = LaneView::new(
+            &[("node1".into(), 2), ("node2".into(), 1)],
+            ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
+            [("a".to_string(), 100.0), ("b".to_string(), 10.0)]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(v.lane_count(), 3);
+        v.started("a", "node1", Some(0), t0);
+        v.started("b", "node2", Some(0), t0);
+        v.step("a", "[builder 2/5] RUN make");
+        let l = v.lines(t0 + Duration::from_secs(30));
+        assert_eq!(
+            l[0],
+            "node1/0  a  30.0s / ~1m 40s (30%)  [builder 2/5] RUN make"
+        );
+        assert_eq!(l[1], "node1/1  idle");
+        assert_eq!(l[2], "node2/0  b  30.0s / ~10.0s (300%)  (late)");
+        assert_eq!(l[3], "queue 3 (next: c, d, e)  ·  done 0/5");
+        v.finished("b", "built");
+        v.finished("c", "skipped");
+        let l = v.lines(t0 + Duration::from_secs(31));
+        assert_eq!(l[2], "node2/0  idle");
+        assert_eq!(
+            l[3],
+            "queue 2 (next: d, e)  ·  done 2/5, built 1, skipped 1"
+        );
+    }
+
+    #[test]
+    fn a_target_without_an_expected_time_shows_elapsed_only() {
+        let t0 = Instant::now();
+        let mut v = LaneView::new(&[("e".into(), 1)], vec!["x".into()], HashMap::new());
+        v.started("x", "e", None, t0);
+        assert_eq!(v.lines(t0 + Duration::from_secs(75))[0], "e/0  x  1m 15s");
+    }
+}

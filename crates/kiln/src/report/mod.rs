@@ -1,0 +1,609 @@
+//! The run report: what `kiln build` records about a run
+//! (`.kiln/runs/<run-id>.json`, format `kiln-run-report-v1`), and its
+//! renderings — one self-contained HTML page (`html.rs`, the page in
+//! `template.html`), text and JSON (`kiln report`; docs/report.md).
+//!
+//! Everything here is built from what the run recorded: the run summary
+//! (per-target outcome, node, slot, start and end), the schedule kiln
+//! planned, learned costs, the build logs (`kiln diagnose`'s verdict per
+//! target). The engine and the planner know nothing of it.
+//!
+//! Must never: read anything but recorded data when rendering, or let a
+//! string from the run close the page's script element.
+
+pub mod html;
+pub mod text;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The format tag of a recorded run.
+pub const FORMAT: &str = "kiln-run-report-v1";
+
+/// Where recorded runs live, under the project's `.kiln/`.
+pub const RUNS_DIR: &str = "runs";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunReport {
+    pub format: String,
+    pub run: RunInfo,
+    pub nodes: Vec<NodeInfo>,
+    /// In build order (dependencies first).
+    pub targets: Vec<TargetInfo>,
+    pub totals: Totals,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RunInfo {
+    pub id: String,
+    pub project: String,
+    pub started_at: String,
+    pub finished_at: String,
+    /// First start to last end, seconds.
+    pub wall_s: f64,
+    pub planned_makespan_s: Option<f64>,
+    pub lower_bound_s: Option<f64>,
+    pub failed: bool,
+    pub driver: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NodeInfo {
+    pub name: String,
+    pub slots: usize,
+    pub speed: f64,
+    pub lost: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PlannedSlot {
+    pub node: String,
+    pub slot: usize,
+    pub start_s: f64,
+    pub end_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct Steps {
+    pub total: u64,
+    pub cached: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Stage {
+    pub name: String,
+    pub total: u64,
+    pub cached: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LongStep {
+    pub name: String,
+    pub duration_s: f64,
+    pub cached: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CacheTransfer {
+    /// `import` or `export`.
+    pub direction: String,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub outcome: String,
+    pub detail: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Verdict {
+    pub code: String,
+    pub summary: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Attempt {
+    pub node: String,
+    pub slot: Option<usize>,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TargetInfo {
+    pub name: String,
+    /// built | skipped | cutoff | pulled | failed | blocked
+    pub outcome: String,
+    pub node: Option<String>,
+    pub slot: Option<usize>,
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+    pub duration_s: f64,
+    /// What the schedule expected the build to take on its node.
+    pub expected_s: Option<f64>,
+    pub planned: Option<PlannedSlot>,
+    pub deps: Vec<String>,
+    pub critical: bool,
+    pub image: Option<String>,
+    pub digest: Option<String>,
+    pub tags: Vec<String>,
+    pub reason: Option<String>,
+    pub why: Vec<String>,
+    pub steps: Steps,
+    pub stages: Vec<Stage>,
+    pub longest_steps: Vec<LongStep>,
+    pub cache: Vec<CacheTransfer>,
+    pub verdict: Option<Verdict>,
+    pub error: Option<String>,
+    pub failed_step: Option<String>,
+    pub log_tail: Vec<String>,
+    pub attempts: Vec<Attempt>,
+    pub pushed_bytes: Option<u64>,
+    pub compiler_cache: Option<kiln_store::compiler_cache::Stats>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct Totals {
+    pub targets: usize,
+    pub built: usize,
+    pub skipped: usize,
+    pub cutoff: usize,
+    pub pulled: usize,
+    pub failed: usize,
+    pub blocked: usize,
+    /// The learned cost of every target that was not built.
+    pub saved_s: f64,
+    pub pushed_bytes: u64,
+    pub steps: u64,
+    pub steps_cached: u64,
+}
+
+/// The schedule kiln planned for the run, per target.
+#[derive(Clone, Debug, Default)]
+pub struct Planned {
+    pub makespan_s: Option<f64>,
+    pub lower_bound_s: Option<f64>,
+    pub targets: BTreeMap<String, PlannedSlot>,
+    /// Expected build seconds on the planned node.
+    pub expected_s: BTreeMap<String, f64>,
+}
+
+/// Planned assignments `(target, node, start, end)` → lanes: on each node,
+/// a build takes the lowest slot free at its start (the slots a schedule
+/// implies).
+pub fn planned_slots(
+    assignments: &[(String, String, f64, f64)],
+    slots: &HashMap<String, usize>,
+) -> BTreeMap<String, PlannedSlot> {
+    let mut order: Vec<&(String, String, f64, f64)> = assignments.iter().collect();
+    order.sort_by(|a, b| a.2.total_cmp(&b.2).then_with(|| a.0.cmp(&b.0)));
+    let mut free_at: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut out = BTreeMap::new();
+    for (target, node, start, end) in order {
+        let lanes = free_at
+            .entry(node.as_str())
+            .or_insert_with(|| vec![0.0; slots.get(node).copied().unwrap_or(1).max(1)]);
+        // A tiny tolerance: a build that starts as another ends reuses its slot.
+        let slot = match lanes.iter().position(|&f| f <= start + 1e-6) {
+            Some(s) => s,
+            None => {
+                lanes.push(0.0);
+                lanes.len() - 1
+            }
+        };
+        lanes[slot] = *end;
+        out.insert(
+            target.clone(),
+            PlannedSlot {
+                node: node.clone(),
+                slot,
+                start_s: *start,
+                end_s: *end,
+            },
+        );
+    }
+    out
+}
+
+/// What the report needs beside the run summary.
+pub struct Context<'a> {
+    pub project: String,
+    pub driver: String,
+    pub planned: &'a Planned,
+    /// Each target's dependencies (names of targets of the run).
+    pub deps: &'a HashMap<String, Vec<String>>,
+    /// Each target's requested tags.
+    pub tags: &'a HashMap<String, Vec<String>>,
+    /// Learned (or file, or default) work seconds per target, for the time
+    /// saved by skipping.
+    pub costs: &'a HashMap<String, f64>,
+    /// Node speeds (1.0 when unknown).
+    pub speeds: &'a HashMap<String, f64>,
+    /// Pushed sizes in MB of built targets.
+    pub sizes: &'a BTreeMap<String, f64>,
+}
+
+/// The outcome a target is drawn with.
+pub fn outcome(t: &kiln_engine::TargetResult) -> &'static str {
+    use kiln_engine::TargetStatus;
+    match t.status {
+        TargetStatus::Built => "built",
+        TargetStatus::Failed => "failed",
+        TargetStatus::Blocked => "blocked",
+        TargetStatus::Skipped if t.pulled.is_some() => "pulled",
+        TargetStatus::Skipped if !t.cutoff_by.is_empty() => "cutoff",
+        TargetStatus::Skipped => "skipped",
+    }
+}
+
+/// Builds the report of a finished run.
+pub fn build(summary: &kiln_engine::RunSummary, cx: &Context<'_>) -> RunReport {
+    let mut targets: Vec<TargetInfo> = summary.targets.iter().map(|t| target_info(t, cx)).collect();
+    mark_critical(&mut targets);
+    let mut totals = Totals {
+        targets: targets.len(),
+        ..Totals::default()
+    };
+    for (t, r) in targets.iter().zip(&summary.targets) {
+        match t.outcome.as_str() {
+            "built" => totals.built += 1,
+            "skipped" => totals.skipped += 1,
+            "cutoff" => totals.cutoff += 1,
+            "pulled" => totals.pulled += 1,
+            "failed" => totals.failed += 1,
+            _ => totals.blocked += 1,
+        }
+        if r.status == kiln_engine::TargetStatus::Skipped {
+            totals.saved_s += cx.costs.get(&t.name).copied().unwrap_or(0.0);
+        }
+        totals.pushed_bytes += t.pushed_bytes.unwrap_or(0);
+        totals.steps += t.steps.total;
+        totals.steps_cached += t.steps.cached;
+    }
+    totals.saved_s = (totals.saved_s * 10.0).round() / 10.0;
+    let finished_at = add_seconds(&summary.started_at, summary.wall_s);
+    RunReport {
+        format: FORMAT.into(),
+        run: RunInfo {
+            id: summary.run_id.clone(),
+            project: cx.project.clone(),
+            started_at: summary.started_at.clone(),
+            finished_at,
+            wall_s: summary.wall_s,
+            planned_makespan_s: cx.planned.makespan_s,
+            lower_bound_s: cx.planned.lower_bound_s,
+            failed: summary.failed(),
+            driver: cx.driver.clone(),
+        },
+        nodes: summary
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                slots: n.slots,
+                speed: cx.speeds.get(&n.name).copied().unwrap_or(1.0),
+                lost: n.lost,
+            })
+            .collect(),
+        targets,
+        totals,
+    }
+}
+
+fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
+    let diagnosis = t
+        .log
+        .as_ref()
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|bytes| kiln_diagnose::diagnose(&kiln_diagnose::parse(&bytes), None).ok());
+    let (stages, longest_steps, mut cache, verdict) = match &diagnosis {
+        Some(d) => (
+            d.stages
+                .iter()
+                .map(|s| Stage {
+                    name: s.name.clone(),
+                    total: s.total,
+                    cached: s.cached,
+                })
+                .collect(),
+            d.longest
+                .iter()
+                .take(5)
+                .map(|l| LongStep {
+                    name: format!("[{}] {}", l.stage, l.step),
+                    duration_s: l.time_s,
+                    cached: l.cached,
+                })
+                .collect(),
+            d.imports
+                .iter()
+                .map(|i| CacheTransfer {
+                    direction: "import".into(),
+                    reference: Some(i.reference.clone()),
+                    outcome: json_word(&i.outcome),
+                    detail: i.error.clone(),
+                })
+                .chain(d.exports.iter().map(|e| CacheTransfer {
+                    direction: "export".into(),
+                    reference: Some(e.name.clone()),
+                    outcome: json_word(&e.outcome),
+                    detail: e.error.clone(),
+                }))
+                .collect::<Vec<_>>(),
+            Some(Verdict {
+                code: d.verdict.as_str().into(),
+                summary: d.why.clone(),
+            }),
+        ),
+        None => (Vec::new(), Vec::new(), Vec::new(), None),
+    };
+    if cache.is_empty() {
+        cache = t
+            .cache
+            .iter()
+            .map(|c| CacheTransfer {
+                direction: c.kind.into(),
+                reference: c.reference.clone(),
+                outcome: c.outcome.into(),
+                detail: c.error.clone(),
+            })
+            .collect();
+    }
+    let ran = t.slot.is_some() || t.status == kiln_engine::TargetStatus::Failed;
+    let speed = cx.speeds.get(&t.node).copied().unwrap_or(1.0);
+    let expected_s = cx
+        .planned
+        .expected_s
+        .get(&t.name)
+        .copied()
+        .or_else(|| cx.costs.get(&t.name).map(|c| c / speed));
+    TargetInfo {
+        name: t.name.clone(),
+        outcome: outcome(t).into(),
+        node: (t.status != kiln_engine::TargetStatus::Blocked).then(|| t.node.clone()),
+        slot: t.slot,
+        start_s: t.start_s,
+        end_s: t.end_s,
+        duration_s: t.duration_s,
+        expected_s: expected_s.map(|e| (e * 10.0).round() / 10.0),
+        planned: cx.planned.targets.get(&t.name).cloned(),
+        deps: cx.deps.get(&t.name).cloned().unwrap_or_default(),
+        critical: false,
+        image: t.image.clone(),
+        digest: t.digest.clone(),
+        tags: cx.tags.get(&t.name).cloned().unwrap_or_default(),
+        reason: t.reason.clone().or_else(|| {
+            ran.then(|| {
+                if t.changes.is_empty() {
+                    "built".to_string()
+                } else {
+                    format!("built: {}", t.changes.join("; "))
+                }
+            })
+        }),
+        why: t.changes.clone(),
+        steps: Steps {
+            total: t.steps.total as u64,
+            cached: t.steps.cached as u64,
+        },
+        stages,
+        longest_steps,
+        cache,
+        verdict,
+        error: t.error.clone(),
+        failed_step: t.failed_step.clone(),
+        log_tail: t.log_tail.clone(),
+        attempts: t
+            .attempts
+            .iter()
+            .map(|a| Attempt {
+                node: a.node.clone(),
+                slot: a.slot,
+                start_s: a.start_s,
+                end_s: a.end_s,
+                outcome: a.outcome.clone(),
+            })
+            .collect(),
+        pushed_bytes: cx
+            .sizes
+            .get(&t.name)
+            .map(|mb| (mb * 1024.0 * 1024.0).round() as u64),
+        compiler_cache: t.compiler_cache,
+    }
+}
+
+/// A serde unit variant's JSON spelling (`ok`, `error`, …).
+fn json_word<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Marks the run's critical path as it happened: from the target that
+/// ended last, back through the dependency that ended last before it
+/// started, to a target with none.
+pub fn mark_critical(targets: &mut [TargetInfo]) {
+    let index: HashMap<String, usize> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
+    let end = |t: &TargetInfo| t.end_s.unwrap_or(f64::NEG_INFINITY);
+    let Some(mut at) = (0..targets.len())
+        .filter(|&i| targets[i].end_s.is_some())
+        .max_by(|&a, &b| end(&targets[a]).total_cmp(&end(&targets[b])))
+    else {
+        return;
+    };
+    let mut guard = 0;
+    loop {
+        targets[at].critical = true;
+        guard += 1;
+        let next = targets[at]
+            .deps
+            .iter()
+            .filter_map(|d| index.get(d).copied())
+            .filter(|&j| targets[j].end_s.is_some() && !targets[j].critical)
+            .max_by(|&a, &b| end(&targets[a]).total_cmp(&end(&targets[b])));
+        match next {
+            Some(j) if guard <= targets.len() => at = j,
+            _ => break,
+        }
+    }
+}
+
+/// `2026-12-02T19:05:12Z` + seconds, RFC 3339 to the second (the input
+/// unchanged when it cannot be read).
+fn add_seconds(rfc3339: &str, s: f64) -> String {
+    use time::format_description::well_known::Rfc3339;
+    time::OffsetDateTime::parse(rfc3339, &Rfc3339)
+        .ok()
+        .and_then(|t| {
+            (t + time::Duration::seconds_f64(s.max(0.0).round()))
+                .format(&Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| rfc3339.to_string())
+}
+
+/// The directory of recorded runs of the project whose `.kiln` directory
+/// is `kiln_dir`.
+pub fn runs_dir(kiln_dir: &Path) -> PathBuf {
+    kiln_dir.join(RUNS_DIR)
+}
+
+/// Writes a run's report as `<runs>/<run-id>.json` (atomically: a reader
+/// never sees half a file) and points `<runs>/last` at it.
+pub fn save(kiln_dir: &Path, report: &RunReport) -> std::io::Result<PathBuf> {
+    let dir = runs_dir(kiln_dir);
+    std::fs::create_dir_all(&dir)?;
+    let name = format!("{}.json", safe_name(&report.run.id));
+    let path = dir.join(&name);
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)?;
+    let last_tmp = dir.join(format!(".last.tmp-{}", std::process::id()));
+    std::fs::write(&last_tmp, format!("{name}\n"))?;
+    std::fs::rename(&last_tmp, dir.join("last"))?;
+    Ok(path)
+}
+
+/// A run id as a file name.
+fn safe_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Finds a recorded run: `None` is the last one; otherwise a run id, or
+/// a path to a recorded run's JSON file.
+pub fn locate(kiln_dir: &Path, run: Option<&str>) -> Result<PathBuf, String> {
+    let dir = runs_dir(kiln_dir);
+    match run {
+        Some(r) if Path::new(r).is_file() => Ok(PathBuf::from(r)),
+        Some(r) => {
+            let p = dir.join(format!("{}.json", safe_name(r)));
+            if p.is_file() {
+                Ok(p)
+            } else {
+                let known = list(kiln_dir);
+                Err(format!(
+                    "no recorded run {r:?} in {} ({})",
+                    dir.display(),
+                    if known.is_empty() {
+                        "none is recorded".to_string()
+                    } else {
+                        format!(
+                            "recorded: {}",
+                            known
+                                .iter()
+                                .rev()
+                                .take(5)
+                                .cloned()
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    }
+                ))
+            }
+        }
+        None => {
+            let last = std::fs::read_to_string(dir.join("last")).map_err(|_| {
+                format!(
+                    "no run is recorded in {} (kiln build records each run there)",
+                    dir.display()
+                )
+            })?;
+            let p = dir.join(last.trim());
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "{} names {}, which is gone",
+                    dir.join("last").display(),
+                    p.display()
+                ))
+            }
+        }
+    }
+}
+
+/// The ids of the recorded runs, oldest first (by file time).
+pub fn list(kiln_dir: &Path) -> Vec<String> {
+    let mut runs: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(runs_dir(kiln_dir))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".json")?.to_string();
+            if id.starts_with('.') {
+                return None;
+            }
+            Some((e.metadata().ok()?.modified().ok()?, id))
+        })
+        .collect();
+    runs.sort();
+    runs.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Reads a recorded run, checking its format.
+pub fn load(path: &Path) -> Result<RunReport, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}:{}:{}: not JSON: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    match v.get("format").and_then(|f| f.as_str()) {
+        Some(FORMAT) => {}
+        Some(other) => {
+            return Err(format!(
+                "{}: a recorded run of format {other:?}; this kiln reads {FORMAT:?}",
+                path.display()
+            ));
+        }
+        None => {
+            return Err(format!(
+                "{}: not a recorded kiln run (no \"format\")",
+                path.display()
+            ));
+        }
+    }
+    serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests;
