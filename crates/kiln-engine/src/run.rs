@@ -176,8 +176,9 @@ pub struct TargetResult {
     /// (filled by the CLI from the build's log lines).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compiler_cache: Option<kiln_store::compiler_cache::Stats>,
-    /// When its task started and ended, in seconds since the run started
-    /// (absent for a target that never started: blocked).
+    /// When it started (for a build: took its build slot) and ended, in
+    /// seconds since the run started (absent for a target that never
+    /// started: blocked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_s: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -300,8 +301,10 @@ struct Done {
     /// Why it was built (what changed since its last record).
     changes: Vec<String>,
     duration_s: f64,
-    /// When the task started, in seconds since the run started.
+    /// When it started (took its slot, when it built) and ended, in
+    /// seconds since the run started.
     start_s: f64,
+    end_s: f64,
 }
 
 /// A connected node.
@@ -686,7 +689,14 @@ pub async fn run(
                     slot: held.slot,
                     changes: held.changes,
                     duration_s: t0.elapsed().as_secs_f64(),
-                    start_s: t0.saturating_duration_since(run_t0).as_secs_f64(),
+                    // A build's bar starts when it took its slot (it may
+                    // have waited for one); a skip's when its task did.
+                    start_s: held
+                        .slot_taken
+                        .unwrap_or(t0)
+                        .saturating_duration_since(run_t0)
+                        .as_secs_f64(),
+                    end_s: run_t0.elapsed().as_secs_f64(),
                 }
             });
         }
@@ -739,7 +749,7 @@ pub async fn run(
                 node: shared.nodes[k].name.clone(),
                 slot: done.slot,
                 start_s: ms(done.start_s),
-                end_s: ms(done.start_s + done.duration_s),
+                end_s: ms(done.end_s),
                 outcome: "lost".into(),
             });
             started[i] = false;
@@ -774,7 +784,7 @@ pub async fn run(
             build_name: None,
             compiler_cache: None,
             start_s: Some(ms(done.start_s)),
-            end_s: Some(ms(done.start_s + done.duration_s)),
+            end_s: Some(ms(done.end_s)),
             slot: done.slot,
             attempts: lost.remove(&i).unwrap_or_default(),
             pulled: None,
@@ -1185,6 +1195,8 @@ struct Held {
     slot: Option<usize>,
     /// Why it was built: what changed since its last recorded build.
     changes: Vec<String>,
+    /// When it took its build slot.
+    slot_taken: Option<Instant>,
 }
 
 /// Why a target is built, as `kiln why` says it: its inputs against its
@@ -1517,6 +1529,7 @@ async fn decide_and_build(
     };
     let _lane = node.take_lane();
     held.slot = Some(_lane.index);
+    held.slot_taken = Some(Instant::now());
     held.jobs = jobs;
     sh.reporter.event(&Event::TargetStarted {
         target: spec.name.clone(),

@@ -916,3 +916,197 @@ fn every_target_builds_with_a_source_date_epoch_that_keys_it() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A recorded run with every outcome, two nodes (one lost mid-run, with a
+/// lost attempt on it), names that need escaping, a failure with its log.
+fn synthetic_run() -> serde_json::Value {
+    let t = |name: &str,
+             outcome: &str,
+             node: Option<&str>,
+             slot: Option<u64>,
+             s: Option<f64>,
+             e: Option<f64>,
+             deps: &[&str]| {
+        serde_json::json!({
+            "name": name, "outcome": outcome, "node": node, "slot": slot,
+            "start_s": s, "end_s": e,
+            "duration_s": match (s, e) { (Some(s), Some(e)) => e - s, _ => 0.0 },
+            "expected_s": if slot.is_some() { Some(10.0) } else { None },
+            "planned": slot.map(|k| serde_json::json!({"node": node, "slot": k, "start_s": s, "end_s": e})),
+            "deps": deps, "critical": false, "image": null, "digest": null, "tags": [],
+            "reason": format!("{outcome} for a reason"), "why": [],
+            "steps": {"total": 4, "cached": 1},
+            "stages": [{"name": "build", "total": 4, "cached": 1}],
+            "longest_steps": [{"name": "[build 2/4] RUN make", "duration_s": 3.5, "cached": false}],
+            "cache": [{"direction": "import", "ref": "type=registry,ref=r/c:x", "outcome": "error", "detail": "not found"}],
+            "verdict": {"code": "import-failed", "summary": "the cache import failed"},
+            "error": if outcome == "failed" { Some("exit code 2") } else { None },
+            "failed_step": if outcome == "failed" { Some("[build 3/4] RUN make test") } else { None },
+            "log_tail": if outcome == "failed" { vec!["tests <failed> & stopped"] } else { vec![] },
+            "attempts": [], "pushed_bytes": null, "compiler_cache": null
+        })
+    };
+    let mut targets = vec![
+        t(
+            "base",
+            "built",
+            Some("n1"),
+            Some(0),
+            Some(0.0),
+            Some(10.0),
+            &[],
+        ),
+        t(
+            "skipme",
+            "skipped",
+            Some("n1"),
+            None,
+            Some(0.0),
+            Some(0.1),
+            &[],
+        ),
+        t(
+            "pulled",
+            "pulled",
+            Some("n2"),
+            None,
+            Some(0.0),
+            Some(2.0),
+            &[],
+        ),
+        t(
+            "cut",
+            "cutoff",
+            Some("n1"),
+            None,
+            Some(10.0),
+            Some(10.2),
+            &["base"],
+        ),
+        t(
+            "a<b>&\"c\"",
+            "built",
+            Some("n1"),
+            Some(1),
+            Some(10.0),
+            Some(25.0),
+            &["base"],
+        ),
+        t(
+            "moved",
+            "built",
+            Some("n1"),
+            Some(0),
+            Some(12.0),
+            Some(30.0),
+            &["base"],
+        ),
+        t(
+            "tests",
+            "failed",
+            Some("n1"),
+            Some(1),
+            Some(25.0),
+            Some(31.0),
+            &["a<b>&\"c\""],
+        ),
+        t("after", "blocked", None, None, None, None, &["tests"]),
+    ];
+    targets[5]["attempts"] = serde_json::json!([{"node": "n2", "slot": 0, "start_s": 10.0, "end_s": 12.0, "outcome": "lost"}]);
+    serde_json::json!({
+        "format": "kiln-run-report-v1",
+        "run": {"id": "r-1", "project": "synthetic", "started_at": "2026-12-02T10:00:00Z",
+                "finished_at": "2026-12-02T10:00:31Z", "wall_s": 31.0, "planned_makespan_s": 28.0,
+                "lower_bound_s": 25.0, "planned_guessed": 0, "failed": true, "driver": "fleet of 2"},
+        "nodes": [{"name": "n1", "slots": 2, "speed": 1.0, "lost": false},
+                  {"name": "n2", "slots": 1, "speed": 1.5, "lost": true}],
+        "targets": targets,
+        "totals": {"targets": 8, "built": 3, "skipped": 1, "cutoff": 1, "pulled": 1, "failed": 1,
+                   "blocked": 1, "saved_s": 120.0, "pushed_bytes": 0, "steps": 32, "steps_cached": 8}
+    })
+}
+
+/// A project whose last recorded run is `run`.
+fn project_with_run(run: &serde_json::Value) -> PathBuf {
+    let dir = workspace(&[]);
+    let runs = dir.join(".kiln/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    std::fs::write(runs.join("r-1.json"), serde_json::to_string(run).unwrap()).unwrap();
+    std::fs::write(runs.join("last"), "r-1.json\n").unwrap();
+    dir
+}
+
+#[test]
+fn a_recorded_run_renders_in_a_browser_with_every_outcome_lane_and_lost_attempt() {
+    let run = synthetic_run();
+    let dir = project_with_run(&run);
+    let o = kiln(&dir, &["report", "-o", "report.html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "report.html");
+    // JSON and text are the same facts.
+    let o = kiln(&dir, &["report", "--format", "json"]);
+    let back: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(back["targets"], run["targets"]);
+    let text = stdout(&kiln(&dir, &["report", "--format", "text"]));
+    assert!(
+        text.contains("n2/0 (lost): moved [lost 10.0s–12.0s]"),
+        "{text}"
+    );
+    assert!(text.contains("tests failed: exit code 2\n  step: [build 3/4] RUN make test\n  | tests <failed> & stopped"), "{text}");
+    let Some(browser) = common::browser::chromium() else {
+        return;
+    };
+    let page = common::browser::open(&browser, &dir.join("report.html"), "report-synthetic");
+    common::browser::check_report(&page, &run);
+    // The lost node's lane says so; the escaped name is text, not markup.
+    assert!(page.dom.contains("(lost)"));
+    assert!(page.dom.contains("a&lt;b&gt;&amp;"));
+    assert!(!page.dom.contains("<b>&"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_browser_check_sees_a_page_that_asks_the_network_or_logs() {
+    let Some(browser) = common::browser::chromium() else {
+        return;
+    };
+    let dir = workspace(&[(
+        "bad.html",
+        "<html><body data-ready=\"1\"><img src=\"http://127.0.0.1:9/x.png\"><script>console.error('boom')</script></body></html>",
+    )]);
+    let page = common::browser::open(&browser, &dir.join("bad.html"), "browser-check-bad-page");
+    assert_eq!(page.requests, ["http://127.0.0.1:9/x.png"]);
+    assert!(
+        page.console.iter().any(|l| l.contains("boom")),
+        "{:?}",
+        page.console
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn report_and_history_say_what_to_do_when_nothing_is_recorded() {
+    let dir = workspace(&[]);
+    let o = kiln(&dir, &["report"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no run is recorded in") && e.contains("kiln build"),
+        "{e}"
+    );
+    let o = kiln(&dir, &["report", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = kiln(&dir, &["history"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no build history at"), "{}", stderr(&o));
+    std::fs::create_dir_all(dir.join(".kiln/runs")).unwrap();
+    std::fs::write(dir.join(".kiln/runs/r.json"), "{\"format\": 3}").unwrap();
+    let o = kiln(&dir, &["report", "r"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("r.json: not a recorded kiln run"),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -644,6 +644,181 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
     assert_eq!(target(&s, "pytorch-test")["status"], "failed");
     assert_eq!(target(&s, "torchvision-wheel")["status"], "built");
     assert_eq!(target(&s, "pytorch")["status"], "built");
+    // The run report shows the failure: its outcome, its open details
+    // with the failing step's log tail.
+    if let Some((run, page)) = report_in_browser(&dir, &host, "report-failed-target") {
+        assert_eq!(run["run"]["failed"], true);
+        let failed = &run["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "pytorch-test")
+            .unwrap();
+        assert_eq!(failed["outcome"], "failed");
+        let tail = target(&s, "pytorch-test")["log_tail"]
+            .as_array()
+            .unwrap()
+            .last()
+            .and_then(|l| l.as_str())
+            .unwrap()
+            .to_string();
+        let details = common::browser::elements(&page.dom, "details");
+        let d = details
+            .iter()
+            .find(|d| d.get("data-target").map(String::as_str) == Some("pytorch-test"))
+            .unwrap();
+        assert!(
+            d.contains_key("open"),
+            "a failed target's details are open: {d:?}"
+        );
+        let escaped = tail
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(
+            page.dom.contains(&escaped),
+            "the log tail {tail:?} is on the page"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kiln report` of the last run in `dir`: its JSON, and its page opened in
+/// chromium and checked against it (`None` when there is no browser and
+/// browsers are not required).
+fn report_in_browser(
+    dir: &Path,
+    host: &str,
+    name: &str,
+) -> Option<(serde_json::Value, common::browser::Page)> {
+    let o = kiln(dir, host, &["report", "--format", "json"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let browser = common::browser::chromium()?;
+    let html = dir.join(format!("{name}.html"));
+    let o = kiln(dir, host, &["report", "-o", html.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let page = common::browser::open(&browser, &html, name);
+    common::browser::check_report(&page, &run);
+    Some((run, page))
+}
+
+/// A run of the twin on one engine, seen in its report: a consumed change
+/// rebuilds one target and cuts off its consumers (its image comes out the
+/// same), the rest is skipped; the page (in chromium) shows each with its
+/// outcome on the engine's lanes; the text report, the JSON and `kiln
+/// history` say the same; an earlier run's report is made again from its
+/// record.
+#[test]
+fn a_twin_run_is_reported_in_a_browser_and_in_the_history() {
+    let Some((host, reg)) = engine() else { return };
+    let dir = unique_twin("reported run");
+    let env = [("PIP_TOKEN", "report-token")];
+    let reg_var = format!("REGISTRY={reg}");
+    let build = || {
+        let o = build_json(
+            &dir,
+            &host,
+            &["--var", &reg_var, "default", "pytorch-run"],
+            &env,
+        );
+        assert!(o.status.success(), "{}", failure(&o));
+        summary(&o)
+    };
+    let first = build();
+    // Early cutoff: a file mode in nixl-wheel's discarded UCX stage.
+    let ucx = dir.join("src/nixl-wheel/ucx/src/ucs/sys/sys.c");
+    assert!(
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&ucx)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let second = build();
+    let Some((run, page)) = report_in_browser(&dir, &host, "report-twin-one-engine") else {
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    };
+    assert_eq!(run["run"]["id"], second["run_id"]);
+    let outcome = |n: &str| {
+        run["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == n)
+            .unwrap()["outcome"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(outcome("nixl-wheel"), "built");
+    for c in NIXL_CONSUMERS {
+        assert_eq!(outcome(c), "cutoff", "{c}");
+    }
+    assert_eq!(outcome("pytorch"), "skipped");
+    let nixl = run["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "nixl-wheel")
+        .unwrap();
+    assert!(
+        nixl["why"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w == "file src/nixl-wheel/ucx/src/ucs/sys/sys.c: mode changed"),
+        "{nixl}"
+    );
+    assert_eq!(run["totals"]["built"], 1);
+    assert_eq!(run["totals"]["cutoff"], NIXL_CONSUMERS.len());
+    assert!(page.screenshot.is_file());
+    // The graph has every target, the critical path among them.
+    let graph = common::browser::section(&page.dom, "svg", "graph");
+    let gnodes = common::browser::elements(graph, "g");
+    assert_eq!(
+        gnodes
+            .iter()
+            .filter(|g| g.get("class").is_some_and(|c| c.starts_with("gnode")))
+            .count(),
+        15
+    );
+    assert!(gnodes.iter().any(
+        |g| g.get("data-target").map(String::as_str) == Some("nixl-wheel")
+            && g.get("data-critical").map(String::as_str) == Some("true")
+    ));
+    // The same facts as text.
+    let o = kiln(&dir, &host, &["report", "--format", "text"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("targets 15: built 1, skipped 12, cutoff 2, pulled 0, failed 0, blocked 0"),
+        "{text}"
+    );
+    // The first run's report, made again from its record.
+    let id = first["run_id"].as_str().unwrap();
+    let o = kiln(&dir, &host, &["report", id, "--format", "json"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let again: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(again["totals"]["built"], 15);
+    // The history: both runs, newest first; nixl-wheel built twice.
+    let o = kiln(&dir, &host, &["history", "--format", "json"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let h: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ids: Vec<&str> = h["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [second["run_id"].as_str().unwrap(), id]);
+    assert_eq!(h["runs"][0]["counts"]["cutoff"], 2);
+    let o = kiln(&dir, &host, &["history", "nixl-wheel"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("nixl-wheel built on"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2216,6 +2391,28 @@ fn fleet_run(host: &str, fleet: &str, drivers: &str, extra: &[&str], lose: Lose)
         }
     }
     assert!(built >= 10, "the change reaches most of the twin: {s}");
+    // The run report: the lost node's lane, the build it lost there, and
+    // every target on the node that finished it.
+    if let Some((run, _)) = report_in_browser(&dir, &host, "report-fleet-node-lost") {
+        let nodes = run["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 3, "{run}");
+        assert!(
+            nodes
+                .iter()
+                .any(|n| n["name"] == victim.as_str() && n["lost"] == true),
+            "{run}"
+        );
+        assert!(
+            run["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["attempts"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|a| a["node"] == victim.as_str()))),
+            "a build was lost on {victim}: {run}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

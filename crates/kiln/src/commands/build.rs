@@ -635,10 +635,13 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let schedule_plan = match fleet_planned {
         Some(p) => p,
-        None => crate::prepare::fleet::single_plan(
+        None => crate::prepare::fleet::plan_for_report(
             &specs,
-            &lanes[0].0,
-            lanes[0].1,
+            crate::prepare::fleet::ReportNodes::One {
+                name: &lanes[0].0,
+                slots: lanes[0].1,
+            },
+            &Default::default(),
             s.costs.as_deref(),
             &s.bake.cwd,
             &s.store.history,
@@ -772,13 +775,35 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         .unwrap_or_default();
     let sizes = rt.block_on(crate::costs::output_sizes(&summary));
     // The run report and the run's row in the history, from what the run
-    // recorded.
+    // recorded. Its plan covers the work the run did: what it skipped was
+    // available from the start (with the costs known before this run).
+    let skipped: std::collections::BTreeSet<String> = summary
+        .targets
+        .iter()
+        .filter(|t| t.status == TargetStatus::Skipped)
+        .map(|t| t.name.clone())
+        .collect();
+    let report_plan = crate::prepare::fleet::plan_for_report(
+        &report_specs,
+        match &s.fleet {
+            Some(f) => crate::prepare::fleet::ReportNodes::Fleet(f),
+            None => crate::prepare::fleet::ReportNodes::One {
+                name: &lanes[0].0,
+                slots: lanes[0].1,
+            },
+        },
+        &skipped,
+        s.costs.as_deref(),
+        &s.bake.cwd,
+        &s.store.history,
+    )
+    .unwrap_or_default();
     record_run(
         &s,
         &project,
         &summary,
         &report_specs,
-        &schedule_plan,
+        &report_plan,
         &tags,
         &speeds,
         &sizes,

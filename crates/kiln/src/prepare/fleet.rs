@@ -79,7 +79,13 @@ pub fn fleet_plan(
             memory_gb: Some(n.memory_gb),
         });
     }
-    let (problem, plan) = plan_on(specs, fleet.nodes.clone(), &costs, history)?;
+    let (problem, plan, guessed) = plan_on(
+        specs,
+        fleet.nodes.clone(),
+        &costs,
+        history,
+        &Default::default(),
+    )?;
     let placement = plan
         .assignments
         .iter()
@@ -93,7 +99,7 @@ pub fn fleet_plan(
             (specs[j].name.clone(), ks)
         })
         .collect();
-    let planned = planned(specs, &problem, &plan);
+    let planned = planned(specs, &problem, &plan, &guessed);
     Ok((nodes, placement, eligible, planned))
 }
 
@@ -104,7 +110,15 @@ fn plan_on(
     nodes: Vec<kiln_plan::schedule::Node>,
     costs: &kiln_plan::schedule::CostsFile,
     history: &Path,
-) -> Result<(kiln_plan::schedule::Problem, kiln_plan::schedule::Schedule), CliError> {
+    published: &std::collections::BTreeSet<String>,
+) -> Result<
+    (
+        kiln_plan::schedule::Problem,
+        kiln_plan::schedule::Schedule,
+        std::collections::BTreeSet<String>,
+    ),
+    CliError,
+> {
     use kiln_plan::schedule::{Job, Policy, Problem, schedule};
     let index: std::collections::HashMap<&str, usize> = specs
         .iter()
@@ -112,6 +126,7 @@ fn plan_on(
         .map(|(i, sp)| (sp.name.as_str(), i))
         .collect();
     let learned = crate::costs::learned(history);
+    let mut guessed = std::collections::BTreeSet::new();
     let jobs = specs
         .iter()
         .map(|sp| Job {
@@ -121,21 +136,29 @@ fn plan_on(
                 .iter()
                 .filter_map(|d| index.get(d.as_str()).copied())
                 .collect(),
-            cost: crate::costs::cost_of(&sp.name, costs, &learned).0,
-            published: false,
+            cost: {
+                let (c, source) = crate::costs::cost_of(&sp.name, costs, &learned);
+                if source == crate::costs::Source::Default && !published.contains(&sp.name) {
+                    guessed.insert(sp.name.clone());
+                }
+                c
+            },
+            published: published.contains(&sp.name),
         })
         .collect();
     let problem = Problem::new(jobs, nodes).map_err(|e| CliError::usage(e.to_string()))?;
     let plan = schedule(&problem, Policy::Kiln);
-    Ok((problem, plan))
+    Ok((problem, plan, guessed))
 }
 
 /// The report's view of a schedule: each target's node, lane, start and
-/// end, and the build time expected there.
+/// end, and the build time expected there — none for a target whose cost
+/// is the default guess (`guessed`: no history, no costs file).
 fn planned(
     specs: &[BuildSpec],
     problem: &kiln_plan::schedule::Problem,
     plan: &kiln_plan::schedule::Schedule,
+    guessed: &std::collections::BTreeSet<String>,
 ) -> crate::report::Planned {
     let name = |k: usize| problem.nodes()[k].name.clone();
     let rows: Vec<(String, String, f64, f64)> = plan
@@ -155,39 +178,58 @@ fn planned(
         expected_s: plan
             .assignments
             .iter()
+            .filter(|a| !guessed.contains(&specs[a.job].name))
             .map(|a| (specs[a.job].name.clone(), a.build_s))
             .collect(),
+        guessed: guessed.len(),
     }
 }
 
-/// The schedule of a run on one engine or builder (`node`, `slots` builds
-/// at once, speed 1), for the run report: the same policy and costs a
-/// fleet run uses. `None` when the costs file cannot be read (the run
-/// itself does not need it).
-pub fn single_plan(
+/// The schedule kiln plans for `specs` on one engine or builder (`node`,
+/// `slots` builds at once, speed 1) or on the fleet of `fleet_file`, with
+/// the costs it would use (learned, else the costs file, else the
+/// default), the targets in `published` already available (a run's
+/// skipped targets: the plan then covers the work the run did). `None`
+/// when a file cannot be read (the run itself does not need this).
+pub fn plan_for_report(
     specs: &[BuildSpec],
-    node: &str,
-    slots: usize,
+    on: ReportNodes<'_>,
+    published: &std::collections::BTreeSet<String>,
     costs: Option<&str>,
     cwd: &Path,
     history: &Path,
 ) -> Option<crate::report::Planned> {
-    use kiln_plan::schedule::CostsFile;
+    use kiln_plan::schedule::{CostsFile, Fleet};
     let costs = match costs {
         Some(p) => CostsFile::parse(p, &read_input(cwd, p, "costs").ok()?).ok()?,
         None => CostsFile::default(),
     };
-    let nodes = vec![kiln_plan::schedule::Node {
-        name: node.to_string(),
-        endpoint: node.to_string(),
-        cores: 16,
-        // One engine: memory never decides where a target goes.
-        memory_gb: f64::MAX / 4.0,
-        speed: 1.0,
-        // Nothing crosses a network on one node.
-        link_mbps: 1e9,
-        slots: u32::try_from(slots.max(1)).unwrap_or(1),
-    }];
-    let (problem, plan) = plan_on(specs, nodes, &costs, history).ok()?;
-    Some(planned(specs, &problem, &plan))
+    let nodes = match on {
+        ReportNodes::Fleet(file) => {
+            Fleet::parse(file, &read_input(cwd, file, "fleet").ok()?)
+                .ok()?
+                .nodes
+        }
+        ReportNodes::One { name, slots } => vec![kiln_plan::schedule::Node {
+            name: name.to_string(),
+            endpoint: name.to_string(),
+            cores: 16,
+            // One engine: memory never decides where a target goes.
+            memory_gb: f64::MAX / 4.0,
+            speed: 1.0,
+            // Nothing crosses a network on one node.
+            link_mbps: 1e9,
+            slots: u32::try_from(slots.max(1)).unwrap_or(1),
+        }],
+    };
+    let (problem, plan, guessed) = plan_on(specs, nodes, &costs, history, published).ok()?;
+    Some(planned(specs, &problem, &plan, &guessed))
+}
+
+/// The nodes a report's plan is made for.
+pub enum ReportNodes<'a> {
+    /// The fleet file of a `--fleet` run.
+    Fleet(&'a str),
+    /// One engine or builder.
+    One { name: &'a str, slots: usize },
 }

@@ -45,6 +45,9 @@ pub struct RunInfo {
     pub wall_s: f64,
     pub planned_makespan_s: Option<f64>,
     pub lower_bound_s: Option<f64>,
+    /// Targets the plan gave the default cost (no history yet).
+    #[serde(default)]
+    pub planned_guessed: usize,
     pub failed: bool,
     pub driver: String,
 }
@@ -165,8 +168,12 @@ pub struct Planned {
     pub makespan_s: Option<f64>,
     pub lower_bound_s: Option<f64>,
     pub targets: BTreeMap<String, PlannedSlot>,
-    /// Expected build seconds on the planned node.
+    /// Expected build seconds on the planned node (none for a target
+    /// whose cost is the default guess).
     pub expected_s: BTreeMap<String, f64>,
+    /// How many targets were planned with the default cost (no history,
+    /// no costs file): the plan's times are that much of a guess.
+    pub guessed: usize,
 }
 
 /// Planned assignments `(target, node, start, end)` → lanes: on each node,
@@ -273,6 +280,7 @@ pub fn build(summary: &kiln_engine::RunSummary, cx: &Context<'_>) -> RunReport {
             wall_s: summary.wall_s,
             planned_makespan_s: cx.planned.makespan_s,
             lower_bound_s: cx.planned.lower_bound_s,
+            planned_guessed: cx.planned.guessed,
             failed: summary.failed(),
             driver: cx.driver.clone(),
         },
@@ -357,7 +365,8 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
         .expected_s
         .get(&t.name)
         .copied()
-        .or_else(|| cx.costs.get(&t.name).map(|c| c / speed));
+        .or_else(|| cx.costs.get(&t.name).map(|c| c / speed))
+        .filter(|_| ran);
     TargetInfo {
         name: t.name.clone(),
         outcome: outcome(t).into(),
@@ -422,8 +431,9 @@ fn json_word<T: Serialize>(v: &T) -> String {
 }
 
 /// Marks the run's critical path as it happened: from the target that
-/// ended last, back through the dependency that ended last before it
-/// started, to a target with none.
+/// ended last, back through the dependency that ended last, to one with
+/// none. Only targets that took a build slot count (a skip costs no
+/// time: the path ends where the work began).
 pub fn mark_critical(targets: &mut [TargetInfo]) {
     let index: HashMap<String, usize> = targets
         .iter()
@@ -432,7 +442,7 @@ pub fn mark_critical(targets: &mut [TargetInfo]) {
         .collect();
     let end = |t: &TargetInfo| t.end_s.unwrap_or(f64::NEG_INFINITY);
     let Some(mut at) = (0..targets.len())
-        .filter(|&i| targets[i].end_s.is_some())
+        .filter(|&i| targets[i].end_s.is_some() && targets[i].slot.is_some())
         .max_by(|&a, &b| end(&targets[a]).total_cmp(&end(&targets[b])))
     else {
         return;
@@ -445,7 +455,9 @@ pub fn mark_critical(targets: &mut [TargetInfo]) {
             .deps
             .iter()
             .filter_map(|d| index.get(d).copied())
-            .filter(|&j| targets[j].end_s.is_some() && !targets[j].critical)
+            .filter(|&j| {
+                targets[j].end_s.is_some() && targets[j].slot.is_some() && !targets[j].critical
+            })
             .max_by(|&a, &b| end(&targets[a]).total_cmp(&end(&targets[b])));
         match next {
             Some(j) if guard <= targets.len() => at = j,
@@ -488,8 +500,18 @@ pub fn save(kiln_dir: &Path, report: &RunReport) -> std::io::Result<PathBuf> {
     let last_tmp = dir.join(format!(".last.tmp-{}", std::process::id()));
     std::fs::write(&last_tmp, format!("{name}\n"))?;
     std::fs::rename(&last_tmp, dir.join("last"))?;
+    // Only the newest runs are kept (with their rendered pages).
+    let runs = list(kiln_dir);
+    for old in runs.iter().take(runs.len().saturating_sub(KEEP)) {
+        let stem = safe_name(old);
+        let _ = std::fs::remove_file(dir.join(format!("{stem}.json")));
+        let _ = std::fs::remove_file(dir.join(format!("{stem}.html")));
+    }
     Ok(path)
 }
+
+/// How many recorded runs a project keeps.
+pub const KEEP: usize = 200;
 
 /// A run id as a file name.
 fn safe_name(id: &str) -> String {

@@ -57,8 +57,11 @@ fn the_critical_path_follows_the_dependency_that_ended_last() {
     // a ─┬─ b ─┐
     //    └─ c ─┴─ d      (c ends after b, so d waited for c)
     //    e (independent, ends early)
+    let mut skipped = target("s", &[], Some(0.0), Some(0.1));
+    skipped.slot = None;
     let mut ts = vec![
-        target("a", &[], Some(0.0), Some(10.0)),
+        skipped,
+        target("a", &["s"], Some(0.1), Some(10.0)),
         target("b", &["a"], Some(10.0), Some(15.0)),
         target("c", &["a"], Some(10.0), Some(30.0)),
         target("d", &["b", "c"], Some(30.0), Some(40.0)),
@@ -71,7 +74,11 @@ fn the_critical_path_follows_the_dependency_that_ended_last() {
         .filter(|t| t.critical)
         .map(|t| t.name.as_str())
         .collect();
-    assert_eq!(crit, ["a", "c", "d"]);
+    assert_eq!(
+        crit,
+        ["a", "c", "d"],
+        "a skip costs no time: the path starts at a"
+    );
 }
 
 #[test]
@@ -104,6 +111,7 @@ fn sample() -> RunReport {
             wall_s: 3.5,
             planned_makespan_s: Some(4.0),
             lower_bound_s: Some(3.0),
+            planned_guessed: 0,
             failed: true,
             driver: "docker-cli".into(),
         },
@@ -242,4 +250,27 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+#[test]
+fn only_the_newest_runs_are_kept() {
+    let dir = scratch();
+    let mut r = sample();
+    for i in 0..KEEP + 3 {
+        r.run.id = format!("run.{i}");
+        save(dir.path(), &r).unwrap();
+        // Distinct file times, oldest first.
+        let p = runs_dir(dir.path()).join(format!("run.{i}.json"));
+        let t = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::from_secs(1_000_000 + i as u64);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+    let kept = list(dir.path());
+    assert_eq!(kept.len(), KEEP);
+    assert!(!kept.contains(&"run.0".to_string()) && kept.contains(&format!("run.{}", KEEP + 2)));
 }

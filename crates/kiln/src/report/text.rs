@@ -65,6 +65,13 @@ pub fn render(r: &RunReport) -> String {
     let mut m = format!("makespan {}", duration(r.run.wall_s));
     if let Some(p) = r.run.planned_makespan_s {
         let _ = write!(m, ", planned {}", duration(p));
+        if r.run.planned_guessed > 0 {
+            let _ = write!(
+                m,
+                " ({} of {} targets at the default cost: no history yet)",
+                r.run.planned_guessed, r.totals.targets
+            );
+        }
     }
     if let Some(lb) = r.run.lower_bound_s.filter(|lb| *lb > 0.0) {
         let _ = write!(
