@@ -94,14 +94,14 @@ impl LaneView {
         let w = self
             .lanes
             .iter()
-            .map(|(n, s)| n.len() + 1 + s.to_string().len())
+            .map(|(n, s)| short(n).chars().count() + 1 + s.to_string().len())
             .max()
             .unwrap_or(4);
         let mut out: Vec<String> = self
             .lanes
             .iter()
             .map(|lane| {
-                let name = format!("{}/{}", lane.0, lane.1);
+                let name = format!("{}/{}", short(&lane.0), lane.1);
                 match self.busy.get(lane) {
                     None => format!("{name:<w$}  idle"),
                     Some(b) => {
@@ -166,6 +166,21 @@ impl LaneView {
     }
 }
 
+/// A lane's node as the view names it: an engine's socket address is
+/// `engine` (one engine: the summary has its address), a long name keeps
+/// its end.
+fn short(node: &str) -> String {
+    if node.starts_with("unix://") || node.starts_with("npipe://") {
+        return "engine".into();
+    }
+    let n = node.chars().count();
+    if n <= 24 {
+        return node.to_string();
+    }
+    let tail: String = node.chars().skip(n - 23).collect();
+    format!("…{tail}")
+}
+
 /// How often the view is redrawn while nothing happens.
 pub const TICK: Duration = Duration::from_millis(500);
 
@@ -203,6 +218,23 @@ mod tests {
             l[3],
             "queue 2 (next: d, e)  ·  done 2/5, built 1, skipped 1"
         );
+    }
+
+    #[test]
+    fn an_engine_socket_and_a_long_name_are_shortened() {
+        let t0 = Instant::now();
+        let mut v = LaneView::new(
+            &[
+                ("unix:///work/x/.kiln/dev-env/docker.sock".into(), 1),
+                ("builder-with-a-very-long-name-indeed".into(), 1),
+            ],
+            vec!["a".into()],
+            HashMap::new(),
+        );
+        v.started("a", "unix:///work/x/.kiln/dev-env/docker.sock", Some(0), t0);
+        let l = v.lines(t0 + Duration::from_secs(2));
+        assert_eq!(l[0], "engine/0                    a  2.0s");
+        assert_eq!(l[1], "…a-very-long-name-indeed/0  idle");
     }
 
     #[test]

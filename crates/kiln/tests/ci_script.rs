@@ -51,6 +51,10 @@ exit 0
         log.display(),
         if tests_fail { 1 } else { 0 }
     );
+    let browser = format!(
+        "#!/usr/bin/env bash\necho browser >> {}\necho KILN_CHROMIUM=/bin/true\n",
+        log.display()
+    );
     let legacy = format!(
         "#!/usr/bin/env bash\necho test-legacy >> {}\n",
         log.display()
@@ -60,6 +64,7 @@ exit 0
         ("store-servers", stores),
         ("test", test),
         ("test-legacy", legacy),
+        ("browser", browser),
     ] {
         let p = dir.join("scripts").join(file);
         std::fs::write(&p, text).unwrap();
@@ -112,6 +117,9 @@ fn ci_stops_what_it_started_and_nothing_else() {
     assert!(test.starts_with("test:1:"), "{test}");
     assert!(test.ends_with("/target/ci"), "{test}");
     assert!(calls.iter().any(|c| c == "test-legacy"), "{calls:?}");
+    // The browser of the report tests is made ready before the tests.
+    let at = |what: &str| calls.iter().position(|c| c.starts_with(what));
+    assert!(at("browser") < at("test:"), "{calls:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

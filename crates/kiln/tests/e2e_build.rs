@@ -2889,6 +2889,24 @@ fn a_secret_value_is_found_nowhere_kiln_writes_or_shows() {
         assert!(o.status.success(), "{}", failure(&o));
         shown.push(("build", o));
     }
+    // The run report (page, text, JSON; the page is written under .kiln,
+    // which is searched below) and the history.
+    for args in [
+        &["report"][..],
+        &["report", "--format", "text"],
+        &["report", "--format", "json"],
+        &["history", "--format", "json"],
+    ] {
+        let o = kiln(&dir, &host, args, &[]);
+        assert!(o.status.success(), "{}", failure(&o));
+        shown.push(("report", o));
+    }
+    assert!(
+        walk(&dir.join(".kiln/runs"))
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "html")),
+        "the report page is among the files searched"
+    );
     for (what, o) in &shown {
         for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
             let text = String::from_utf8_lossy(bytes);
@@ -3444,5 +3462,64 @@ fn a_second_compile_on_a_cold_builder_is_served_from_the_compiler_cache() {
         serde_json::json!({"requests": 3, "hits": 3, "misses": 0, "errors": 0}),
         "no layer cache, every compile served from the WebDAV store"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a terminal, a run shows one line per build slot (its target, the
+/// time so far, its step) and the queue, redrawn in place; finished
+/// targets leave their line above, and the summary follows.
+#[test]
+fn a_terminal_shows_each_slot_and_the_queue_while_the_run_goes() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("tty");
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"_c\" {\n  network = \"host\"\n}\n\
+             target \"slow-a\" {\n  inherits = [\"_c\"]\n  args = { N = \"a\" }\n}\n\
+             target \"slow-b\" {\n  inherits = [\"_c\"]\n  args = { N = \"b\" }\n}\n\
+             group \"default\" { targets = [\"slow-a\", \"slow-b\"] }\n",
+        ),
+        (
+            "Dockerfile",
+            &format!("FROM kiln/busybox:latest\nARG N\nRUN sleep 3 && echo {salt}-$N > /out\n"),
+        ),
+    ]);
+    let command = format!("{} build --jobs 2 default", env!("CARGO_BIN_EXE_kiln"));
+    // `script` runs kiln on a pseudo-terminal and keeps what it drew.
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(&dir)
+        .env("DOCKER_HOST", &host)
+        .env("COLUMNS", "120")
+        .output()
+        .expect("script (util-linux)");
+    let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{raw}");
+    // Without the terminal's control sequences.
+    let mut text = String::new();
+    let mut esc = false;
+    for c in raw.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (true, c) if c.is_ascii_alphabetic() => esc = false,
+            (true, _) => {}
+            (false, '\r') => text.push('\n'),
+            (false, c) => text.push(c),
+        }
+    }
+    for lane in ["engine/0  ", "engine/1  "] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(lane) && l.contains("slow-")),
+            "no line for {lane} building: {text}"
+        );
+    }
+    assert!(text.contains("queue 0  ·  done 0/2"), "{text}");
+    assert!(
+        text.contains("✔ slow-a built in") && text.contains("✔ slow-b built in"),
+        "{text}"
+    );
+    assert!(text.contains("TARGET"), "the summary follows: {text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
