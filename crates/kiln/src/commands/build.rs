@@ -924,54 +924,6 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn run_ids_come_from_the_flag_then_the_environment_and_are_checked() {
-        assert_eq!(super::run_id(Some("ci-42"), Some("env")).unwrap(), "ci-42");
-        assert_eq!(super::run_id(None, Some("gh.7_1")).unwrap(), "gh.7_1");
-        let made = super::run_id(None, Some("")).unwrap();
-        assert!(made.chars().all(|c| c.is_ascii_hexdigit()), "{made}");
-        for bad in ["a/b", "has space", ""] {
-            let e = super::run_id(Some(bad), None).unwrap_err();
-            assert!(e.message.contains("run id"), "{}", e.message);
-        }
-        let mut spec = kiln_engine::BuildSpec {
-            name: "app".into(),
-            platforms: vec!["linux/arm64".into(), "linux/amd64".into()],
-            ..Default::default()
-        };
-        super::name_build(&mut spec, "proj", "r1");
-        assert_eq!(spec.args["BUILDKIT_BUILD_NAME"], "proj/app/arm64+amd64/r1");
-        spec.args
-            .insert("BUILDKIT_BUILD_NAME".into(), "mine".into());
-        super::name_build(&mut spec, "proj", "r2");
-        assert_eq!(
-            spec.args["BUILDKIT_BUILD_NAME"], "mine",
-            "the bake file's own name stays"
-        );
-    }
-
-    use super::terminal_line;
-
-    /// A no-op on a terminal names each up-to-date target once (in the
-    /// summary), not twice; what happened in this run keeps its line.
-    #[test]
-    fn a_terminal_shows_up_to_date_targets_only_in_the_summary() {
-        let up = Some("up to date (built 2026-12-02T05:00:00Z on n)");
-        assert_eq!(terminal_line("a", "skipped", 0.0, None, up), None);
-        let line = terminal_line("a", "skipped", 0.1, None, Some("early cutoff")).unwrap();
-        assert!(
-            line.starts_with("= a skipped in 0.1s early cutoff"),
-            "{line}"
-        );
-        let line = terminal_line("b", "built", 2.0, Some("r/b:1"), None).unwrap();
-        assert!(line.starts_with("✔ b built in 2.0s r/b:1"), "{line}");
-        let line = terminal_line("c", "failed", 1.0, None, Some("exit 1")).unwrap();
-        assert!(line.starts_with("✘ c failed"), "{line}");
-    }
-}
-
 /// Records the run: its report (`.kiln/runs/<run-id>.json`, what `kiln
 /// report` renders) and its row in the build history (`kiln history`).
 /// Failures are warnings: the images are built either way.
@@ -1049,5 +1001,53 @@ fn record_run(
     let r = kiln_store::history::History::open(&s.store.history).and_then(|h| h.record_run(&entry));
     if let Err(e) = r {
         eprintln!("warning: could not record the run in the build history: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_ids_come_from_the_flag_then_the_environment_and_are_checked() {
+        assert_eq!(super::run_id(Some("ci-42"), Some("env")).unwrap(), "ci-42");
+        assert_eq!(super::run_id(None, Some("gh.7_1")).unwrap(), "gh.7_1");
+        let made = super::run_id(None, Some("")).unwrap();
+        assert!(made.chars().all(|c| c.is_ascii_hexdigit()), "{made}");
+        for bad in ["a/b", "has space", ""] {
+            let e = super::run_id(Some(bad), None).unwrap_err();
+            assert!(e.message.contains("run id"), "{}", e.message);
+        }
+        let mut spec = kiln_engine::BuildSpec {
+            name: "app".into(),
+            platforms: vec!["linux/arm64".into(), "linux/amd64".into()],
+            ..Default::default()
+        };
+        super::name_build(&mut spec, "proj", "r1");
+        assert_eq!(spec.args["BUILDKIT_BUILD_NAME"], "proj/app/arm64+amd64/r1");
+        spec.args
+            .insert("BUILDKIT_BUILD_NAME".into(), "mine".into());
+        super::name_build(&mut spec, "proj", "r2");
+        assert_eq!(
+            spec.args["BUILDKIT_BUILD_NAME"], "mine",
+            "the bake file's own name stays"
+        );
+    }
+
+    use super::terminal_line;
+
+    /// A no-op on a terminal names each up-to-date target once (in the
+    /// summary), not twice; what happened in this run keeps its line.
+    #[test]
+    fn a_terminal_shows_up_to_date_targets_only_in_the_summary() {
+        let up = Some("up to date (built 2026-12-02T05:00:00Z on n)");
+        assert_eq!(terminal_line("a", "skipped", 0.0, None, up), None);
+        let line = terminal_line("a", "skipped", 0.1, None, Some("early cutoff")).unwrap();
+        assert!(
+            line.starts_with("= a skipped in 0.1s early cutoff"),
+            "{line}"
+        );
+        let line = terminal_line("b", "built", 2.0, Some("r/b:1"), None).unwrap();
+        assert!(line.starts_with("✔ b built in 2.0s r/b:1"), "{line}");
+        let line = terminal_line("c", "failed", 1.0, None, Some("exit 1")).unwrap();
+        assert!(line.starts_with("✘ c failed"), "{line}");
     }
 }
