@@ -30,29 +30,7 @@ pub fn run(s: PrintSettings, out: &mut dyn Write) -> Result<(), CliError> {
     kiln_bake::to_build_opts(&mut r, &po).map_err(CliError::from)?;
     let doc = kiln_bake::print_json(&r);
     let text = serde_json::to_string_pretty(&doc).map_err(|e| CliError::env(e.to_string()))?;
-    crate::output::write(out, &format!("{}\n", go_html_escape(&text)))
-}
-
-/// Go's `encoding/json` escapes `<`, `>`, `&`, U+2028 and U+2029 inside
-/// strings; doing the same keeps `kiln print` byte-identical to
-/// `docker buildx bake --print`. These characters only occur inside JSON
-/// strings, so replacing them everywhere is safe.
-fn go_html_escape(s: &str) -> String {
-    if !s.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::output::write(out, &format!("{}\n", crate::output::html_safe_json(&text)))
 }
 
 #[cfg(test)]
@@ -60,9 +38,9 @@ mod tests {
     #[test]
     fn html_characters_are_escaped_like_go() {
         assert_eq!(
-            super::go_html_escape(r#"{"a": "<b>&"}"#),
+            crate::output::html_safe_json(r#"{"a": "<b>&"}"#),
             r#"{"a": "\u003cb\u003e\u0026"}"#
         );
-        assert_eq!(super::go_html_escape("plain"), "plain");
+        assert_eq!(crate::output::html_safe_json("plain"), "plain");
     }
 }

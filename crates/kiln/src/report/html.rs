@@ -20,21 +20,9 @@ pub fn render(report: &RunReport) -> String {
 }
 
 /// JSON that cannot end the script element it sits in, nor open a
-/// comment there: every `<`, `>` and `&` as a JSON escape (the parsed
-/// value is unchanged). U+2028/2029 are escaped as well, for older parsers.
+/// comment there (`crate::output::html_safe_json`).
 pub fn script_safe(json: &str) -> String {
-    let mut out = String::with_capacity(json.len() + 16);
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::output::html_safe_json(json)
 }
 
 /// Text for an HTML element's content.
