@@ -16,13 +16,7 @@ pub fn render(report: &RunReport) -> String {
     let title = format!("kiln run {} — {}", report.run.id, report.run.project);
     TEMPLATE
         .replacen(TITLE_SLOT, &escape_html(&title), 1)
-        .replacen(DATA_SLOT, &script_safe(&json), 1)
-}
-
-/// JSON that cannot end the script element it sits in, nor open a
-/// comment there (`crate::output::html_safe_json`).
-pub fn script_safe(json: &str) -> String {
-    crate::output::html_safe_json(json)
+        .replacen(DATA_SLOT, &crate::output::html_safe_json(&json), 1)
 }
 
 /// Text for an HTML element's content.

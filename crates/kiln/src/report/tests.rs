@@ -84,7 +84,7 @@ fn the_critical_path_follows_the_dependency_that_ended_last() {
 #[test]
 fn the_embedded_json_cannot_close_its_script_element() {
     let nasty = r#"{"name":"</script><script>alert(1)</script><!--&"}"#;
-    let safe = html::script_safe(nasty);
+    let safe = crate::output::html_safe_json(nasty);
     assert!(!safe.contains('<') && !safe.contains('>') && !safe.contains('&'));
     let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
     assert_eq!(back["name"], "</script><script>alert(1)</script><!--&");
