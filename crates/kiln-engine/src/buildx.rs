@@ -407,11 +407,20 @@ async fn docker_output_within(
     let mut c = tokio::process::Command::new(docker);
     c.args(args)
         .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
     if env_clean {
         c.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
     }
-    let o = tokio::time::timeout(bound, c.output())
+    let child = c
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", docker.display()))?;
+    // The CLI and the buildx plugin it runs stop together when the bound
+    // passes (crate::children); both streams are read as they come.
+    let _group = crate::children::Group::new(child.id());
+    let o = tokio::time::timeout(bound, child.wait_with_output())
         .await
         .map_err(|_| {
             format!(

@@ -4,8 +4,8 @@
 //!
 //! Must never: fetch objects or write anything (only `git ls-remote`).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// How long `git ls-remote` may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,38 +62,20 @@ pub fn resolve(source: &str) -> Result<String, String> {
     if is_commit(&r) {
         return Ok(format!("git:{}", r.to_ascii_lowercase()));
     }
-    let mut child = Command::new("git")
-        .args(["ls-remote", "--", &url])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    let t0 = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if t0.elapsed() > TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "git ls-remote {url} did not answer in {}s",
-                    TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("git ls-remote {url}: {e}")),
-        }
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("git ls-remote {url}: {e}"))?;
+    // The listing of a large repository (thousands of tags, GitHub's
+    // refs/pull/*) is megabytes: read while git runs (crate::proc).
+    let out = crate::proc::output(
+        Command::new("git")
+            .args(["ls-remote", "--", &url])
+            .env("GIT_TERMINAL_PROMPT", "0"),
+        TIMEOUT,
+        crate::proc::DEFAULT_MAX_OUTPUT,
+    )
+    .map_err(|e| format!("git ls-remote {url}: {e}"))?;
     if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!(
             "git ls-remote {url} failed: {}",
-            err.lines().last().unwrap_or("").trim()
+            out.last_error_line()
         ));
     }
     let listing = String::from_utf8_lossy(&out.stdout);
@@ -196,6 +178,57 @@ mod tests {
         assert!(e.contains("has no ref nope"), "{e}");
         let e = resolve("file:///nonexistent/repo.git#main").unwrap_err();
         assert!(e.contains("failed"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A listing far larger than a pipe holds (5,000 tags, 2,000 pull
+    /// request refs) is read while git runs, and an annotated tag among
+    /// them resolves to its commit.
+    #[test]
+    fn a_repository_with_thousands_of_refs_resolves() {
+        let dir = std::env::temp_dir().join(format!("kiln-git-big-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&dir, &["init", "-q", "-b", "main"]);
+        git(&dir, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let first = git(&dir, &["rev-parse", "HEAD"]);
+        git(&dir, &["tag", "-a", "v7", "-m", "v7"]);
+        git(&dir, &["commit", "-q", "--allow-empty", "-m", "two"]);
+        let mut refs = String::new();
+        for i in 0..5000 {
+            refs.push_str(&format!(
+                "create refs/tags/v0.{}.{} HEAD\n",
+                i / 100,
+                i % 100
+            ));
+        }
+        for i in 0..2000 {
+            refs.push_str(&format!("create refs/pull/{i}/head HEAD\n"));
+        }
+        let mut child = Command::new("git")
+            .args(["update-ref", "--stdin"])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(refs.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        let url = format!("file://{}", dir.display());
+        assert_eq!(
+            resolve(&format!("{url}#v7")).unwrap(),
+            format!("git:{first}")
+        );
+        let head = git(&dir, &["rev-parse", "HEAD"]);
+        assert_eq!(
+            resolve(&format!("{url}#v0.49.99")).unwrap(),
+            format!("git:{head}")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

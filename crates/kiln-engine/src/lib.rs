@@ -26,6 +26,7 @@ pub mod keys;
 pub mod local;
 pub mod preflight;
 pub mod probe;
+pub mod proc;
 pub mod registry;
 pub mod rewrite;
 pub mod run;

@@ -845,6 +845,49 @@ fn versions_tell_tags_from_branches_and_find_the_newest_release() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A pin in a repository the size of PyTorch's (5,000 tags, 2,000 pull
+/// request refs: `git ls-remote` lists about 500 KB, far more than a
+/// pipe holds): `kiln versions` reads the listing while git runs and
+/// answers with the right kind and newest release, well within its 60 s
+/// bound (it hung until then when it read git's output only after git
+/// exited).
+#[test]
+fn versions_answer_for_a_repository_with_thousands_of_refs() {
+    let dir = workspace(&[]);
+    let (url, newest, _) = common::upstream_sized_repo(&dir, "big", 5000, 2000);
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        format!(
+            "variable \"BIG_REF\" {{ default = \"v0.3.7\" }}\nvariable \"BIG_REPO\" {{ default = \"{url}\" }}\nvariable \"REL_REF\" {{ default = \"release/2.10\" }}\nvariable \"REL_REPO\" {{ default = \"{url}\" }}\ntarget \"t\" {{}}\n"
+        ),
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let o = kiln(&dir, &["versions", "--format", "json"]);
+    let took = t0.elapsed();
+    // REL_REF is a branch: exit 1, and the listing was read in full.
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let get = |v: &str| {
+        pins.as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["variable"] == v)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(get("BIG_REF")["kind"], "tag", "{pins}");
+    assert_eq!(get("BIG_REF")["newest"], newest.as_str(), "{pins}");
+    assert_eq!(newest, "v0.49.99");
+    assert_eq!(get("REL_REF")["kind"], "branch", "{pins}");
+    eprintln!("kiln versions on 5,000 tags and 2,000 pull refs: {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "kiln versions took {took:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// SOURCE_DATE_EPOCH: every planned target gets one (its own arg, else
 /// `--source-date-epoch`, else $SOURCE_DATE_EPOCH, else kiln's constant
 /// 0), and it is part of the key; `kiln print` stays bake's view.

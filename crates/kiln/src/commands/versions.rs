@@ -315,31 +315,22 @@ fn check(name: &str, pin: &str, repo: Option<(String, String)>) -> Pin {
     p
 }
 
-/// `git ls-remote --tags --heads URL`'s ref names, within 60 s.
+/// `git ls-remote --tags --heads URL`'s ref names, within 60 s, read
+/// while git runs: a repository with thousands of tags lists megabytes.
 fn ls_remote(url: &str) -> Result<Vec<String>, String> {
-    let mut child = std::process::Command::new("git")
-        .args(["ls-remote", "--tags", "--heads", "--", url])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if std::time::Instant::now() < until => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("git ls-remote did not answer within 60 s".into());
-            }
+    let out = kiln_engine::proc::output(
+        std::process::Command::new("git")
+            .args(["ls-remote", "--tags", "--heads", "--", url])
+            .env("GIT_TERMINAL_PROMPT", "0"),
+        Duration::from_secs(60),
+        kiln_engine::proc::DEFAULT_MAX_OUTPUT,
+    )
+    .map_err(|e| match e {
+        kiln_engine::proc::ProcError::TimedOut { .. } => {
+            "git ls-remote did not answer within 60 s".to_string()
         }
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        e => e.to_string(),
+    })?;
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }

@@ -81,14 +81,15 @@ pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
 /// is not in a git work tree (or git is missing).
 pub fn from_git(dir: &Path) -> BTreeMap<&'static str, String> {
     let git = |args: &[&str]| -> Option<String> {
-        let o = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
+        let o = kiln_engine::proc::output(
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args),
+            std::time::Duration::from_secs(30),
+            kiln_engine::proc::DEFAULT_MAX_OUTPUT,
+        )
+        .ok()?;
         o.status
             .success()
             .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())

@@ -413,3 +413,92 @@ pub fn git_repo(dir: &Path, name: &str, tags: &[&str], branches: &[&str]) -> Str
     );
     format!("file://{}", bare.display())
 }
+
+/// A bare repository at `dir/name.git` shaped like a large upstream's
+/// (PyTorch's and vLLM's have thousands of tags, and GitHub lists every
+/// pull request's `refs/pull/N/head` and `refs/pull/N/merge`): `tags`
+/// release tags `v0.M.P` (every twentieth annotated) over a chain of 64
+/// commits, plus pre-release and CI tags, `pulls` refs under
+/// `refs/pull/`, and branches `main` and `release/2.10`. Returns the
+/// `file://` URL, the newest release tag, and the commit of tag `v0.3.7`.
+pub fn upstream_sized_repo(
+    dir: &Path,
+    name: &str,
+    tags: usize,
+    pulls: usize,
+) -> (String, String, String) {
+    use std::io::Write;
+    let bare = dir.join(format!("{name}.git"));
+    let git = |args: &[&str], input: Option<&str>| -> String {
+        let mut c = std::process::Command::new("git");
+        c.args(args)
+            .current_dir(&bare)
+            .env("GIT_AUTHOR_NAME", "k")
+            .env("GIT_AUTHOR_EMAIL", "k@example.invalid")
+            .env("GIT_COMMITTER_NAME", "k")
+            .env("GIT_COMMITTER_EMAIL", "k@example.invalid")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let text = input.unwrap_or("").to_string();
+        let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+        let o = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    std::fs::create_dir_all(&bare).unwrap();
+    git(&["init", "-q", "--bare", "-b", "main"], None);
+    let tree = git(&["mktree"], Some(""));
+    let mut commits: Vec<String> = Vec::new();
+    for i in 0..64 {
+        let mut args = vec!["commit-tree", tree.as_str(), "-m"];
+        let msg = format!("commit {i}");
+        args.push(&msg);
+        let parent;
+        if let Some(p) = commits.last() {
+            parent = p.clone();
+            args.extend(["-p", parent.as_str()]);
+        }
+        commits.push(git(&args, None));
+    }
+    let mut refs = String::new();
+    let mut annotated = Vec::new();
+    for i in 0..tags {
+        let tag = format!("v0.{}.{}", i / 100, i % 100);
+        let commit = &commits[i % commits.len()];
+        if i % 20 == 7 {
+            annotated.push((tag, commit.clone()));
+        } else {
+            refs.push_str(&format!("create refs/tags/{tag} {commit}\n"));
+        }
+    }
+    let newest = format!("v0.{}.{}", (tags - 1) / 100, (tags - 1) % 100);
+    let head = commits.last().unwrap();
+    for extra in ["v9.0.0-rc1", "ciflow/trunk/123456", "nightly"] {
+        refs.push_str(&format!("create refs/tags/{extra} {head}\n"));
+    }
+    for n in 0..pulls {
+        let kind = if n % 2 == 0 { "head" } else { "merge" };
+        let commit = &commits[n % commits.len()];
+        refs.push_str(&format!("create refs/pull/{}/{kind} {commit}\n", n / 2 + 1));
+    }
+    refs.push_str(&format!("create refs/heads/main {head}\n"));
+    refs.push_str(&format!("create refs/heads/release/2.10 {}\n", commits[40]));
+    git(&["update-ref", "--stdin"], Some(&refs));
+    // Annotated tags: a tag object each, made in one fast-import stream.
+    let mut stream = String::new();
+    for (tag, commit) in &annotated {
+        let msg = format!("release {tag}");
+        stream.push_str(&format!(
+            "tag {tag}\nfrom {commit}\ntagger k <k@example.invalid> 1700000000 +0000\ndata {}\n{msg}\n",
+            msg.len()
+        ));
+    }
+    git(&["fast-import", "--quiet"], Some(&stream));
+    git(&["pack-refs", "--all"], None);
+    let pinned = git(&["rev-parse", "v0.3.7^{commit}"], None);
+    (format!("file://{}", bare.display()), newest, pinned)
+}
