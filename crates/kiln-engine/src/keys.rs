@@ -277,7 +277,7 @@ impl Resolver {
                 id: digest,
             }),
             Ok(Resolution::Absent) => None,
-            Err(RegistryError::Unreachable { .. }) => {
+            Err(RegistryError::Unreachable { .. } | RegistryError::Transport { .. }) => {
                 if let Ok(mut d) = self.dead.lock() {
                     d.insert(host);
                 }

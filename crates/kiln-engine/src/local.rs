@@ -194,6 +194,26 @@ impl LocalEngine {
             .await
             .map_err(|_| wedged())?
             .map_err(|e| unreachable(explain(&e)))?;
+        // The registries this engine treats as insecure are spoken to the
+        // same way by every kiln client (kiln_store::registry_io).
+        if let Some(rc) = &info.registry_config {
+            let indexes: Vec<(String, bool)> = rc
+                .index_configs
+                .iter()
+                .flatten()
+                .map(|(k, v)| {
+                    (
+                        v.name.clone().unwrap_or_else(|| k.clone()),
+                        v.secure != Some(false),
+                    )
+                })
+                .collect();
+            kiln_store::registry_io::declare_engine_registries(
+                &endpoint.host,
+                &indexes,
+                rc.insecure_registry_cidrs.as_deref().unwrap_or_default(),
+            );
+        }
         let image_store = ImageStore::from_driver_status(&info.driver_status.unwrap_or_default());
         let engine = LocalEngine {
             docker,

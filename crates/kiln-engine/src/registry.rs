@@ -10,15 +10,13 @@
 //! `Docker-Content-Digest` header; every manifest type is accepted, so a
 //! multi-platform tag resolves to its index (the digest `FROM name@…` pins).
 //!
-//! Transport: plain HTTP for `localhost`, `127.0.0.0/8` and `[::1]` (the
-//! docker daemon treats those as insecure registries by default), HTTPS
-//! everywhere else. Proxies come from `HTTPS_PROXY`, `HTTP_PROXY`,
-//! `ALL_PROXY` and `NO_PROXY` (or their lower-case forms), which the HTTP
-//! client reads itself. Credentials are the docker CLI's login for the
-//! registry (`kiln_store::credentials`), else none: registries that hand
+//! How each registry is reached (scheme, trusted CAs, credentials) and
+//! what a failure means is decided in one place for all of kiln:
+//! [`kiln_store::registry_io`] (docs/registries.md). Registries that hand
 //! out anonymous pull tokens (`WWW-Authenticate: Bearer`, as Docker Hub and
-//! most public registries do) work without one; a registry that refuses is
-//! [`RegistryError::Auth`].
+//! most public registries do) work without a login; a registry that
+//! refuses is [`RegistryError::Auth`], one that cannot be spoken to (TLS
+//! trust, plain HTTP answered to HTTPS) [`RegistryError::Transport`].
 //!
 //! Every resolution is bounded by one timeout for the whole operation (the
 //! token exchange, `HEAD`, the `GET` fallback and retries), so a registry
@@ -28,11 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kiln_plan::ImageRef;
-use kiln_store::registry_io::{install_tls_provider, is_loopback, retry};
+use kiln_store::registry_io::{self as access, Reach, Transport, retry};
 use kiln_util::error_chain;
-use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 /// Connecting is bounded by the smaller of this and the operation timeout.
@@ -68,6 +64,11 @@ pub enum RegistryError {
     /// operation did not finish within the timeout.
     #[error("registry {registry} unreachable: {detail}")]
     Unreachable { registry: String, detail: String },
+    /// Something answered, but kiln could not speak to it: a certificate
+    /// it does not trust, plain HTTP answered to HTTPS (a registry that
+    /// should be declared insecure), HTTPS answered to plain HTTP.
+    #[error("registry {registry}: {detail}")]
+    Transport { registry: String, detail: String },
     /// The registry answered, but not with a digest or a "not found":
     /// 5xx, rate limiting, other refusals, malformed answers.
     #[error("registry {registry}: {detail}")]
@@ -87,24 +88,20 @@ pub struct Registry {
     inner: Arc<Inner>,
 }
 
-struct Clients {
-    /// For every registry but the loopback ones.
-    https: Client,
-    /// For `localhost`, `127.0.0.0/8` and `[::1]`. A second client because
-    /// oci-client fixes the scheme per client, and the loopback addresses
-    /// cannot be listed up front.
-    http: Client,
+/// One registry's client and how it was reached.
+#[derive(Clone)]
+struct HostClient {
+    client: Client,
+    transport: Transport,
+    credentials: access::Credentials,
 }
 
 struct Inner {
-    /// Built on first use: setting up TLS (root certificates) costs tens of
-    /// milliseconds, and a run whose images are all on the engine never
-    /// asks a registry.
-    clients: std::sync::OnceLock<Result<Clients, String>>,
+    /// Built on first use per registry (`host[:port]`): setting up TLS
+    /// costs tens of milliseconds, and a run whose images are all on the
+    /// engine never asks a registry. Each keeps its bearer tokens.
+    clients: std::sync::Mutex<std::collections::HashMap<String, HostClient>>,
     timeout: Duration,
-    /// The docker CLI's login per registry host, looked up once
-    /// (`kiln_store::credentials`).
-    logins: std::sync::Mutex<std::collections::HashMap<String, RegistryAuth>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -124,7 +121,6 @@ struct Target {
     /// `None` when pinned by digest.
     tag: Option<String>,
     digest: Option<String>,
-    plain_http: bool,
 }
 
 impl Target {
@@ -143,7 +139,6 @@ impl Target {
             check_digest(d).map_err(|why| invalid(&why))?;
         }
         Ok(Target {
-            plain_http: is_loopback(r.domain()),
             registry: r.domain().to_string(),
             repository: r.path().to_string(),
             // A digest wins over a tag written beside it, as in a pull.
@@ -194,36 +189,38 @@ impl Registry {
     pub fn new(timeout: Duration) -> Result<Registry, RegistryError> {
         Ok(Registry {
             inner: Arc::new(Inner {
-                clients: std::sync::OnceLock::new(),
+                clients: Default::default(),
                 timeout,
-                logins: Default::default(),
             }),
         })
     }
 
-    /// The HTTP clients, built on first use.
-    fn clients(&self) -> Result<&Clients, RegistryError> {
-        let timeout = self.inner.timeout;
-        self.inner
+    /// The client for `registry`, built on first use: its transport
+    /// (scheme, CAs) and credentials from [`kiln_store::registry_io`].
+    async fn client(&self, registry: &str) -> Result<HostClient, RegistryError> {
+        if let Some(c) = self
+            .inner
             .clients
-            .get_or_init(|| {
-                install_tls_provider();
-                let client = |protocol| {
-                    Client::try_from(ClientConfig {
-                        protocol,
-                        connect_timeout: Some(timeout.min(MAX_CONNECT_TIMEOUT)),
-                        read_timeout: Some(timeout),
-                        ..ClientConfig::default()
-                    })
-                    .map_err(|e| error_chain(&e))
-                };
-                Ok(Clients {
-                    https: client(ClientProtocol::Https)?,
-                    http: client(ClientProtocol::Http)?,
-                })
-            })
-            .as_ref()
-            .map_err(|e| RegistryError::Setup(e.clone()))
+            .lock()
+            .ok()
+            .and_then(|m| m.get(registry).cloned())
+        {
+            return Ok(c);
+        }
+        let timeout = self.inner.timeout;
+        let transport = access::transport(registry, timeout).await;
+        let config = access::client_config(&transport, timeout.min(MAX_CONNECT_TIMEOUT), timeout)
+            .map_err(RegistryError::Setup)?;
+        let client = Client::try_from(config).map_err(|e| RegistryError::Setup(error_chain(&e)))?;
+        let c = HostClient {
+            client,
+            transport,
+            credentials: access::credentials(registry),
+        };
+        if let Ok(mut m) = self.inner.clients.lock() {
+            m.entry(registry.to_string()).or_insert_with(|| c.clone());
+        }
+        Ok(c)
     }
 
     /// The timeout of one resolution.
@@ -265,9 +262,10 @@ impl Registry {
     pub async fn image_size_mb(&self, reference: &str) -> Result<Option<f64>, RegistryError> {
         let target = Target::parse(reference)?;
         let name = target.name();
-        let (client, oci_ref) = self.client_for(&target)?;
+        let (hc, oci_ref) = self.client_for(&target).await?;
+        let client = &hc.client;
         let timeout = self.inner.timeout;
-        let auth = self.auth_for(&target.registry);
+        let auth = hc.credentials.auth.clone();
         let (oci_ref, auth) = (&oci_ref, &auth);
         match tokio::time::timeout(timeout, retry(|| client.pull_manifest(oci_ref, auth))).await {
             Err(_elapsed) => Err(RegistryError::Unreachable {
@@ -279,7 +277,7 @@ impl Registry {
                 Ok(Some(bytes.max(0) as f64 / 1e6))
             }
             Ok(Ok((oci_client::manifest::OciManifest::ImageIndex(_), _))) => Ok(None),
-            Ok(Err(e)) => classify(e, &target.registry, &name, timeout).map(|_| None),
+            Ok(Err(e)) => classify(e, &hc, &target.registry, &name, timeout).map(|_| None),
         }
     }
 
@@ -299,9 +297,10 @@ impl Registry {
         use oci_client::manifest::OciManifest;
         let target = Target::parse(reference)?;
         let name = target.name();
-        let (client, oci_ref) = self.client_for(&target)?;
+        let (hc, oci_ref) = self.client_for(&target).await?;
+        let client = &hc.client;
         let timeout = self.inner.timeout;
-        let auth = self.auth_for(&target.registry);
+        let auth = hc.credentials.auth.clone();
         let unreachable = |what: &str| RegistryError::Unreachable {
             registry: target.registry.clone(),
             detail: format!("{what} {name}: no answer within {timeout:?}"),
@@ -312,7 +311,7 @@ impl Registry {
         };
         let manifest = match pull(oci_ref.clone()).await {
             Err(_) => return Err(unreachable("reading")),
-            Ok(Err(e)) => return classify(e, &target.registry, &name, timeout).map(|_| None),
+            Ok(Err(e)) => return classify(e, &hc, &target.registry, &name, timeout).map(|_| None),
             Ok(Ok((m, _))) => m,
         };
         let image = match manifest {
@@ -329,7 +328,7 @@ impl Registry {
                 match pull(r).await {
                     Err(_) => return Err(unreachable("reading")),
                     Ok(Err(e)) => {
-                        return classify(e, &target.registry, &name, timeout).map(|_| None);
+                        return classify(e, &hc, &target.registry, &name, timeout).map(|_| None);
                     }
                     Ok(Ok((OciManifest::Image(m), _))) => m,
                     Ok(Ok((OciManifest::ImageIndex(_), _))) => return Ok(None),
@@ -344,7 +343,7 @@ impl Registry {
         .await
         {
             Err(_) => return Err(unreachable("reading the config of")),
-            Ok(Err(e)) => return classify(e, &target.registry, &name, timeout).map(|_| None),
+            Ok(Err(e)) => return classify(e, &hc, &target.registry, &name, timeout).map(|_| None),
             Ok(Ok(())) => {}
         }
         Ok(serde_json::from_slice::<serde_json::Value>(&blob)
@@ -352,30 +351,8 @@ impl Registry {
             .and_then(|v| crate::identity::from_config_blob(&v)))
     }
 
-    /// How to authenticate to `registry`: the docker CLI's login for it,
-    /// else anonymous.
-    fn auth_for(&self, registry: &str) -> RegistryAuth {
-        if let Some(a) = self
-            .inner
-            .logins
-            .lock()
-            .ok()
-            .and_then(|m| m.get(registry).cloned())
-        {
-            return a;
-        }
-        let auth = match kiln_store::credentials::login_for(registry) {
-            Some((u, p)) => RegistryAuth::Basic(u, p),
-            None => RegistryAuth::Anonymous,
-        };
-        if let Ok(mut m) = self.inner.logins.lock() {
-            m.insert(registry.to_string(), auth.clone());
-        }
-        auth
-    }
-
-    /// The client for the target's protocol and its manifest reference.
-    fn client_for(&self, target: &Target) -> Result<(&Client, Reference), RegistryError> {
+    /// The target's registry client and its manifest reference.
+    async fn client_for(&self, target: &Target) -> Result<(HostClient, Reference), RegistryError> {
         let oci_ref = match &target.digest {
             Some(d) => Reference::with_digest(
                 target.registry.clone(),
@@ -388,19 +365,15 @@ impl Registry {
                 target.tag.clone().unwrap_or_else(|| "latest".into()),
             ),
         };
-        let client = if target.plain_http {
-            &self.clients()?.http
-        } else {
-            &self.clients()?.https
-        };
-        Ok((client, oci_ref))
+        Ok((self.client(&target.registry).await?, oci_ref))
     }
 
     async fn fetch(&self, target: Target) -> Result<Resolution, RegistryError> {
         let name = target.name();
-        let (client, oci_ref) = self.client_for(&target)?;
+        let (hc, oci_ref) = self.client_for(&target).await?;
+        let client = &hc.client;
         let timeout = self.inner.timeout;
-        let auth = self.auth_for(&target.registry);
+        let auth = hc.credentials.auth.clone();
         let (oci_ref, auth) = (&oci_ref, &auth);
         let answer = tokio::time::timeout(
             timeout,
@@ -419,7 +392,7 @@ impl Registry {
                     detail: format!("resolving {name}: the registry answered a bad {why}"),
                 }),
             },
-            Ok(Err(e)) => classify(e, &target.registry, &name, timeout),
+            Ok(Err(e)) => classify(e, &hc, &target.registry, &name, timeout),
         }
     }
 }
@@ -466,58 +439,27 @@ fn pick_manifest(
         .map(|e| e.digest.clone())
 }
 
-fn auth_detail(status: u16, name: &str) -> String {
-    if status == 407 {
-        format!(
-            "resolving {name}: proxy authentication required (HTTP 407): a proxy between \
-             kiln and the registry wants credentials"
-        )
-    } else {
-        format!(
-            "resolving {name}: authentication or authorisation failed (HTTP {status}): the \
-             registry, or a proxy in front of it, wants credentials kiln does not have or \
-             refused them (kiln uses the docker CLI's login: `docker login` the registry, \
-             with the same DOCKER_CONFIG); some registries answer this way for a repository \
-             that does not exist"
-        )
-    }
-}
-
-fn connection_refused(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        if c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
-        {
-            return true;
-        }
-        cur = c.source();
-    }
-    false
-}
-
 fn classify(
     e: OciDistributionError,
+    hc: &HostClient,
     registry: &str,
     name: &str,
     timeout: Duration,
 ) -> Result<Resolution, RegistryError> {
     use OciDistributionError as E;
+    let source = hc.credentials.source.as_deref();
     let auth = |status: u16| {
         Err(RegistryError::Auth {
             registry: registry.to_string(),
             status,
-            detail: auth_detail(status, name),
+            detail: format!(
+                "resolving {name}: {}",
+                access::auth_failure(registry, status, source)
+            ),
         })
     };
     let protocol = |detail: String| {
         Err(RegistryError::Protocol {
-            registry: registry.to_string(),
-            detail: format!("resolving {name}: {detail}"),
-        })
-    };
-    let unreachable = |detail: String| {
-        Err(RegistryError::Unreachable {
             registry: registry.to_string(),
             detail: format!("resolving {name}: {detail}"),
         })
@@ -528,8 +470,8 @@ fn classify(
             registry: registry.to_string(),
             status: 401,
             detail: format!(
-                "resolving {name}: the token service refused anonymous access: {}",
-                m.trim()
+                "resolving {name}: {}",
+                access::token_failure(registry, &m, source)
             ),
         }),
         E::RegistryError { envelope, .. } => {
@@ -560,23 +502,38 @@ fn classify(
                 "registry server error (HTTP {code}): {}",
                 message.trim()
             )),
-            _ => protocol(format!(
-                "unexpected answer from the registry (HTTP {code}): {}",
-                message.trim()
-            )),
+            _ => match access::wrong_scheme_answer(registry, &hc.transport, &message) {
+                Some(detail) => Err(RegistryError::Transport {
+                    registry: registry.to_string(),
+                    detail: format!("resolving {name}: {detail}"),
+                }),
+                None => protocol(format!(
+                    "unexpected answer from the registry (HTTP {code}): {}",
+                    message.trim()
+                )),
+            },
         },
         E::RequestError(re) => {
             let chain = error_chain(&re);
-            if connection_refused(&re) {
-                unreachable(format!(
-                    "connection refused (is a registry running there?): {chain}"
-                ))
-            } else if re.is_timeout() {
-                unreachable(format!("no answer within {timeout:?}: {chain}"))
-            } else if re.is_connect() || re.is_request() {
-                unreachable(chain)
-            } else {
-                protocol(format!("the registry's answer is unusable: {chain}"))
+            if !(re.is_connect() || re.is_request() || re.is_timeout()) {
+                return protocol(format!("the registry's answer is unusable: {chain}"));
+            }
+            match access::request_failure(
+                registry,
+                &hc.transport,
+                &chain,
+                access::connection_refused(&re),
+                re.is_timeout(),
+                timeout,
+            ) {
+                Reach::Transport(detail) => Err(RegistryError::Transport {
+                    registry: registry.to_string(),
+                    detail: format!("resolving {name}: {detail}"),
+                }),
+                Reach::Unreachable(detail) => Err(RegistryError::Unreachable {
+                    registry: registry.to_string(),
+                    detail: format!("resolving {name}: {detail}"),
+                }),
             }
         }
         E::DigestError(d) => protocol(format!("the manifest does not match its digest: {d}")),
@@ -600,7 +557,6 @@ mod tests {
             repository: repository.into(),
             tag: tag.map(Into::into),
             digest: digest.map(Into::into),
-            plain_http: is_loopback(registry),
         }
     }
 
@@ -671,7 +627,7 @@ mod tests {
     }
 
     #[test]
-    fn loopback_registries_are_plain_http() {
+    fn loopback_registries_are_insecure() {
         for plain in [
             "localhost",
             "localhost:5000",
@@ -683,7 +639,7 @@ mod tests {
             "[::1]:5000",
             "[0:0:0:0:0:0:0:1]:5000",
         ] {
-            assert!(is_loopback(plain), "{plain}");
+            assert!(access::is_loopback(plain), "{plain}");
         }
         for tls in [
             "docker.io",
@@ -694,11 +650,8 @@ mod tests {
             "[::2]:5000",
             "[fe80::1]",
         ] {
-            assert!(!is_loopback(tls), "{tls}");
+            assert!(!access::is_loopback(tls), "{tls}");
         }
-        assert!(target("localhost:5000/x").plain_http);
-        assert!(!target("registry.example.com/x").plain_http);
-        assert!(!target("busybox").plain_http);
     }
 
     #[test]
@@ -775,7 +728,21 @@ mod tests {
     #[test]
     fn errors_are_classified() {
         let t = Duration::from_secs(1);
-        let c = |e| classify(e, "reg:5000", "reg:5000/x:t", t);
+        access::install_tls_provider();
+        let hc = HostClient {
+            client: Client::default(),
+            transport: Transport {
+                scheme: access::Scheme::Https,
+                insecure: None,
+                roots: Vec::new(),
+                client_cert: None,
+            },
+            credentials: access::Credentials {
+                auth: oci_client::secrets::RegistryAuth::Anonymous,
+                source: None,
+            },
+        };
+        let c = |e| classify(e, &hc, "reg:5000", "reg:5000/x:t", t);
         let server = |code| OciDistributionError::ServerError {
             code,
             url: "u".into(),

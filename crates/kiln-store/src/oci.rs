@@ -48,16 +48,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::registry_io::{is_loopback, retry};
+use crate::registry_io::{self as access, Reach, Transport, retry};
 use crate::worker::Worker;
 use kiln_util::error_chain;
-use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
+use oci_client::client::ImageLayer;
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::{
     IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
     OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
 };
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use crate::{Lookup, PutOutcome, Record, RecordStore, StoreError, digest, payload_bytes};
@@ -97,8 +96,11 @@ pub(crate) struct OciLocation {
     /// `host[:port]`, as in image references.
     pub registry: String,
     pub repository: String,
-    /// Plain HTTP instead of HTTPS.
-    pub insecure: bool,
+    /// `insecure=1` (declared insecure: HTTPS unverified or plain HTTP,
+    /// as for every insecure registry) or `insecure=0` (verified HTTPS,
+    /// even on a loopback address); `None`: as declared elsewhere
+    /// (`crate::registry_io`).
+    pub insecure: Option<bool>,
     /// The limit for one store operation (and, up to 10 s, for connecting).
     pub timeout: Duration,
 }
@@ -130,15 +132,16 @@ impl OciLocation {
         }
         let host = check_authority(authority).map_err(bad)?;
         check_repository(repository).map_err(bad)?;
-        let mut insecure = is_loopback(host);
+        let _ = host;
+        let mut insecure = None;
         let mut timeout = DEFAULT_TIMEOUT;
         for pair in query.into_iter().flat_map(|q| q.split('&')) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
                 "insecure" => {
                     insecure = match v {
-                        "" | "1" | "true" | "yes" => true,
-                        "0" | "false" | "no" => false,
+                        "" | "1" | "true" | "yes" => Some(true),
+                        "0" | "false" | "no" => Some(false),
                         _ => return Err(bad(format!("insecure={v} is not 1 or 0"))),
                     }
                 }
@@ -299,28 +302,23 @@ enum Fail {
     Unavailable(String),
 }
 
-fn auth_message(code: u16) -> String {
-    if code == 407 {
-        "proxy authentication required (HTTP 407): a proxy between kiln and the registry \
-         wants credentials"
-            .into()
-    } else {
-        format!(
-            "authentication or authorisation failed (HTTP {code}): the registry, or a proxy in \
-             front of it, wants credentials kiln does not have (kiln reads anonymously) or \
-             refused them"
-        )
-    }
+/// What a failure is classified with: the registry, how kiln reached it
+/// and with which credentials.
+struct Ctx<'a> {
+    host: &'a str,
+    transport: &'a Transport,
+    source: Option<&'a str>,
+    timeout: Duration,
 }
 
-fn classify(e: OciDistributionError, timeout: Duration) -> Fail {
+fn classify(e: OciDistributionError, ctx: &Ctx<'_>) -> Fail {
     use OciDistributionError as E;
+    let auth_message = |code: u16| access::auth_failure(ctx.host, code, ctx.source);
     match e {
         E::UnauthorizedError { .. } => Fail::Unavailable(auth_message(401)),
-        E::AuthenticationFailure(m) => Fail::Unavailable(format!(
-            "authentication failed at the token service: {}",
-            m.trim()
-        )),
+        E::AuthenticationFailure(m) => {
+            Fail::Unavailable(access::token_failure(ctx.host, &m, ctx.source))
+        }
         E::RegistryError { envelope, .. } => {
             let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
             if codes.iter().any(|c| {
@@ -366,40 +364,32 @@ fn classify(e: OciDistributionError, timeout: Duration) -> Fail {
                 "registry server error (HTTP {code}): {}",
                 message.trim()
             )),
-            _ => Fail::Unavailable(format!(
-                "unexpected answer from the registry (HTTP {code}): {}",
-                message.trim()
-            )),
+            _ => Fail::Unavailable(
+                access::wrong_scheme_answer(ctx.host, ctx.transport, &message).unwrap_or_else(
+                    || {
+                        format!(
+                            "unexpected answer from the registry (HTTP {code}): {}",
+                            message.trim()
+                        )
+                    },
+                ),
+            ),
         },
         E::RequestError(re) => {
             let chain = error_chain(&re);
-            let refused = {
-                let mut cur: Option<&dyn std::error::Error> = Some(&re);
-                let mut found = false;
-                while let Some(c) = cur {
-                    if c.downcast_ref::<std::io::Error>()
-                        .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
-                    {
-                        found = true;
-                    }
-                    cur = c.source();
-                }
-                found
-            };
-            if refused {
-                Fail::Unavailable(format!(
-                    "registry unreachable: connection refused (is a registry running there?): \
-                     {chain}"
-                ))
-            } else if re.is_timeout() {
-                Fail::Unavailable(format!(
-                    "registry unreachable: no answer within {}s: {chain}",
-                    timeout.as_secs()
-                ))
-            } else if re.is_connect() {
-                Fail::Unavailable(format!("registry unreachable: {chain}"))
-            } else {
-                Fail::Unavailable(format!("request to the registry failed: {chain}"))
+            if !(re.is_connect() || re.is_request() || re.is_timeout()) {
+                return Fail::Unavailable(format!("request to the registry failed: {chain}"));
+            }
+            match access::request_failure(
+                ctx.host,
+                ctx.transport,
+                &chain,
+                access::connection_refused(&re),
+                re.is_timeout(),
+                ctx.timeout,
+            ) {
+                Reach::Unreachable(m) => Fail::Unavailable(format!("registry unreachable: {m}")),
+                Reach::Transport(m) => Fail::Unavailable(m),
             }
         }
         E::DigestError(d) => Fail::Digest(d.to_string()),
@@ -424,11 +414,12 @@ impl std::fmt::Debug for OciStore {
 }
 
 struct Inner {
-    client: Client,
+    /// Built on first use (`crate::registry_io` decides the transport,
+    /// which may probe the registry).
+    client: tokio::sync::OnceCell<(Client, Transport)>,
     loc: OciLocation,
-    /// The docker CLI's login for the registry, else anonymous
-    /// (`crate::credentials`).
-    auth: RegistryAuth,
+    /// The docker CLI's login for the registry, else anonymous.
+    credentials: access::Credentials,
 }
 
 /// What reading a manifest found.
@@ -448,40 +439,18 @@ impl OciStore {
     /// connecting is bounded by the smaller of it and 10 s).
     pub fn new(location: &str) -> Result<OciStore, StoreError> {
         let loc = OciLocation::parse(location)?;
-        crate::registry_io::install_tls_provider();
-        let env = |names: [&str; 2]| {
-            names
-                .iter()
-                .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()))
-        };
-        let config = ClientConfig {
-            protocol: if loc.insecure {
-                ClientProtocol::Http
-            } else {
-                ClientProtocol::Https
-            },
-            use_monolithic_push: true,
-            connect_timeout: Some(loc.timeout.min(MAX_CONNECT_TIMEOUT)),
-            read_timeout: Some(loc.timeout),
-            https_proxy: env(["HTTPS_PROXY", "https_proxy"]),
-            http_proxy: env(["HTTP_PROXY", "http_proxy"]),
-            no_proxy: env(["NO_PROXY", "no_proxy"]),
-            ..ClientConfig::default()
-        };
+        if loc.insecure == Some(true) {
+            access::declare_insecure(&loc.registry, access::Insecure::Location);
+        }
         let unavailable = |detail: String| StoreError::Unavailable {
             location: loc.display(),
             detail,
         };
-        let client = Client::try_from(config)
-            .map_err(|e| unavailable(format!("setting up the HTTP client: {e}")))?;
         let worker = Worker::start("kiln-store-oci").map_err(unavailable)?;
         Ok(OciStore {
             inner: Arc::new(Inner {
-                client,
-                auth: match crate::credentials::login_for(&loc.registry) {
-                    Some((u, p)) => RegistryAuth::Basic(u, p),
-                    None => RegistryAuth::Anonymous,
-                },
+                client: tokio::sync::OnceCell::new(),
+                credentials: access::credentials(&loc.registry),
                 loc,
             }),
             worker,
@@ -527,8 +496,48 @@ impl Inner {
         )
     }
 
+    /// The client, built on first use.
+    async fn client(&self) -> Result<&(Client, Transport), StoreError> {
+        self.client
+            .get_or_try_init(|| async {
+                let host = &self.loc.registry;
+                let transport = match self.loc.insecure {
+                    // insecure=0: verified HTTPS whatever else says.
+                    Some(false) => Transport {
+                        scheme: access::Scheme::Https,
+                        insecure: None,
+                        ..access::transport(host, self.loc.timeout).await
+                    },
+                    _ => access::transport(host, self.loc.timeout).await,
+                };
+                let mut config = access::client_config(
+                    &transport,
+                    self.loc.timeout.min(MAX_CONNECT_TIMEOUT),
+                    self.loc.timeout,
+                )
+                .map_err(|e| self.unavailable(e))?;
+                config.use_monolithic_push = true;
+                let client = Client::try_from(config)
+                    .map_err(|e| self.unavailable(format!("setting up the HTTP client: {e}")))?;
+                client
+                    .store_auth_if_needed(host, &self.credentials.auth)
+                    .await;
+                Ok((client, transport))
+            })
+            .await
+    }
+
     fn fail(&self, e: OciDistributionError, what: &str) -> Fail {
-        match classify(e, self.loc.timeout) {
+        let Some((_, transport)) = self.client.get() else {
+            return Fail::Unavailable(format!("{what}: {e}"));
+        };
+        let ctx = Ctx {
+            host: &self.loc.registry,
+            transport,
+            source: self.credentials.source.as_deref(),
+            timeout: self.loc.timeout,
+        };
+        match classify(e, &ctx) {
             Fail::Unavailable(m) => Fail::Unavailable(format!("{what}: {m}")),
             f => f,
         }
@@ -545,8 +554,8 @@ impl Inner {
 
     async fn fetch_manifest(&self, tag: &str) -> Result<Fetched, StoreError> {
         let r = self.reference(tag);
-        let auth = self.auth.clone();
-        let (client, r) = (&self.client, &r);
+        let auth = self.credentials.auth.clone();
+        let (client, r) = (&self.client().await?.0, &r);
         match retry(|| client.pull_manifest_raw(r, &auth, ACCEPT)).await {
             Ok((bytes, _)) => Ok(Fetched::Found(bytes.to_vec())),
             Err(e) => match self.fail(e, &format!("reading manifest {tag}")) {
@@ -575,7 +584,7 @@ impl Inner {
             )));
         }
         let r = self.reference("unused");
-        let (client, r) = (&self.client, &r);
+        let (client, r) = (&self.client().await?.0, &r);
         let pulled = retry(|| async move {
             let mut out = Vec::with_capacity(desc.size as usize);
             client.pull_blob(r, desc, &mut out).await.map(|()| out)
@@ -688,13 +697,12 @@ impl Inner {
     }
 
     async fn push_blob(&self, r: &Reference, data: Vec<u8>, what: &str) -> Result<(), StoreError> {
-        // Pushes take the login the client keeps per registry.
-        self.client
-            .store_auth_if_needed(r.resolve_registry(), &self.auth)
-            .await;
+        // Pushes take the login the client keeps per registry (stored
+        // when the client was made).
+        let client = &self.client().await?.0;
         let d = ImageLayer::new(data, String::new(), None);
         let sha = d.sha256_digest();
-        let (client, data, sha) = (&self.client, &d.data, &sha);
+        let (data, sha) = (&d.data, &sha);
         retry(|| client.push_blob(r, data.clone(), sha))
             .await
             .map(|_| ())
@@ -702,14 +710,11 @@ impl Inner {
     }
 
     async fn push_manifest(&self, tag: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.client
-            .store_auth_if_needed(self.reference(tag).resolve_registry(), &self.auth)
-            .await;
+        let client = &self.client().await?.0;
         let content_type = OCI_IMAGE_MEDIA_TYPE
             .parse()
             .map_err(|e| self.unavailable(format!("content type: {e}")))?;
-        let (client, r, bytes, content_type) =
-            (&self.client, &self.reference(tag), &bytes, &content_type);
+        let (r, bytes, content_type) = (&self.reference(tag), &bytes, &content_type);
         retry(|| client.push_manifest_raw(r, bytes.clone(), Clone::clone(content_type)))
             .await
             .map(|_| ())
@@ -863,23 +868,23 @@ mod tests {
         let l = OciLocation::parse("oci://127.0.0.1:5000/kiln/records").unwrap();
         assert_eq!(l.registry, "127.0.0.1:5000");
         assert_eq!(l.repository, "kiln/records");
-        assert!(l.insecure, "loopback is plain HTTP");
+        assert_eq!(l.insecure, None, "as declared (loopback: insecure)");
         assert_eq!(l.timeout, DEFAULT_TIMEOUT);
         assert_eq!(l.display(), "oci://127.0.0.1:5000/kiln/records");
 
         let l = OciLocation::parse("oci://registry.example.com/team/kiln-records").unwrap();
         assert_eq!(l.registry, "registry.example.com");
-        assert!(!l.insecure, "other hosts are HTTPS");
+        assert_eq!(l.insecure, None);
 
         let l = OciLocation::parse("oci://reg.lan:5000/r?insecure=1&timeout=5").unwrap();
-        assert!(l.insecure);
+        assert_eq!(l.insecure, Some(true));
         assert_eq!(l.timeout, Duration::from_secs(5));
-        assert!(
-            !OciLocation::parse("oci://localhost/r?insecure=0")
+        assert_eq!(
+            OciLocation::parse("oci://localhost/r?insecure=0")
                 .unwrap()
-                .insecure
+                .insecure,
+            Some(false)
         );
-        assert!(OciLocation::parse("oci://[::1]:5000/r").unwrap().insecure);
         assert_eq!(
             OciLocation::parse("oci://[::1]:5000/r").unwrap().registry,
             "[::1]:5000"
@@ -958,7 +963,18 @@ mod tests {
 
     #[test]
     fn registry_errors_are_classified() {
-        let t = Duration::from_secs(1);
+        let transport = Transport {
+            scheme: access::Scheme::Https,
+            insecure: None,
+            roots: Vec::new(),
+            client_cert: None,
+        };
+        let t = &Ctx {
+            host: "reg:5000",
+            transport: &transport,
+            source: None,
+            timeout: Duration::from_secs(1),
+        };
         let server = |code| OciDistributionError::ServerError {
             code,
             url: "u".into(),
@@ -970,8 +986,8 @@ mod tests {
             Fail::Digest(m) => format!("Digest {m}"),
             Fail::Invalid(m) => format!("Invalid {m}"),
         };
-        assert!(msg(classify(server(401), t)).contains("authentication"));
-        assert!(msg(classify(server(403), t)).contains("authentication"));
+        assert!(msg(classify(server(401), t)).contains("kiln has none for it (HTTP 401)"));
+        assert!(msg(classify(server(403), t)).contains("docker login reg:5000"));
         assert!(msg(classify(server(407), t)).contains("proxy"));
         assert_eq!(msg(classify(server(404), t)), "NotFound");
         assert!(msg(classify(server(503), t)).contains("server error (HTTP 503)"));
@@ -982,7 +998,12 @@ mod tests {
         };
         assert_eq!(msg(classify(envelope("MANIFEST_UNKNOWN"), t)), "NotFound");
         assert_eq!(msg(classify(envelope("NAME_UNKNOWN"), t)), "NotFound");
-        assert!(msg(classify(envelope("DENIED"), t)).contains("authentication"));
+        assert!(msg(classify(envelope("DENIED"), t)).contains("HTTP 403"));
+        let sent = &Ctx {
+            source: Some("the docker CLI's login"),
+            ..*t
+        };
+        assert!(msg(classify(server(401), sent)).contains("refused the credentials kiln sent"));
         assert!(msg(classify(envelope("TOOMANYREQUESTS"), t)).contains("rate limited"));
     }
 }

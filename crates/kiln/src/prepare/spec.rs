@@ -76,6 +76,7 @@ pub fn spec_for(
         .get(name)
         .ok_or_else(|| CliError::usage(format!("target {name} was planned but not resolved")))?;
     check_supported(name, t)?;
+    declare_insecure_registries(t);
     let context_str = t.context.clone().unwrap_or_else(|| ".".into());
     if kiln_bake::is_remote(&context_str) {
         return Err(CliError::usage(format!(
@@ -173,6 +174,29 @@ pub fn spec_for(
         buildx_cache: None,
         key_view: planned.key_views.get(name).cloned(),
     })
+}
+
+/// The registries a target's outputs (`name=`) and cache attributes
+/// (`ref=`) declare insecure with `registry.insecure=true`, as buildx reads
+/// them (seed 004's `REGISTRY_INSECURE` writes them): every kiln client of
+/// those registries then speaks to them as insecure
+/// (`kiln_store::registry_io`).
+pub fn declare_insecure_registries(t: &kiln_bake::Target) {
+    let entries = [&t.output, &t.cache_to, &t.cache_from];
+    for e in entries.into_iter().flatten().flatten() {
+        let attr = |k: &str| e.get(k).and_then(|v| v.as_str()).unwrap_or("");
+        if !matches!(attr("registry.insecure"), "true" | "1") {
+            continue;
+        }
+        for name in attr("name").split(',').chain([attr("ref")]) {
+            if let Some(r) = kiln_plan::ImageRef::parse(name.trim()) {
+                kiln_store::registry_io::declare_insecure(
+                    r.domain(),
+                    kiln_store::registry_io::Insecure::Attribute(t.name.clone()),
+                );
+            }
+        }
+    }
 }
 
 /// Whether the bake target's outputs push (`type=registry`, `push=true`).
