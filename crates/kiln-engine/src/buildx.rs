@@ -942,6 +942,7 @@ impl BuildxDriver {
             image_id: String::new(),
             steps: tracker.counts(),
             cache: tracker.cache_ops(),
+            retries: Vec::new(),
         };
         match &self.engine {
             // A multi-platform image is an index, identified in the
@@ -1085,13 +1086,23 @@ impl crate::driver::Driver for BuildxDriver {
     ) -> futures_util::future::BoxFuture<'a, BuildOutcome> {
         Box::pin(async move {
             let mut delays = [1u64, 3].into_iter();
+            let mut retries = Vec::new();
             loop {
-                let r = self.build_target(req).await;
+                let start = std::time::Instant::now();
+                let mut r = self.build_target(req).await;
+                if let Ok(Ok((built, _))) = &mut r {
+                    built.retries = std::mem::take(&mut retries);
+                }
                 let Ok(Err(f)) = &r else { return r };
                 if !failed_push_is_transient(f) {
                     return r;
                 }
                 let Some(s) = delays.next() else { return r };
+                retries.push(crate::local::Retry {
+                    message: f.message.clone(),
+                    start,
+                    end: std::time::Instant::now(),
+                });
                 req.reporter.event(&crate::events::Event::Warning {
                     target: req.spec.name.clone(),
                     message: format!(
@@ -1376,6 +1387,18 @@ mod tests {
         assert!(failed_push_is_transient(&failed(
             "failed to push 127.0.0.1:5000/t/p:1: unexpected status from HEAD request to http://127.0.0.1:5000/v2/t/p/blobs/sha256:aa: 503 Service Unavailable",
             None,
+        )));
+        // The race of concurrent pushes of one layer, as buildkitd 0.32
+        // reports it at the export.
+        assert!(failed_push_is_transient(&failed(
+            "failed to push registry.test:5000/hidden/os:1: failed commit on ref \"manifest-sha256:1f\": unexpected status from PUT request to http://registry.test:5000/v2/hidden/os/manifests/1: 400 Bad Request: blob unknown to registry - sha256:73acc",
+            Some("exporting to image"),
+        )));
+        // A RUN step whose output mentions an unknown blob is still a
+        // failed step.
+        assert!(!failed_push_is_transient(&failed(
+            "process \"/bin/sh -c ./fetch\" did not complete successfully: exit code: 1: blob unknown to registry",
+            Some("[2/2] RUN ./fetch"),
         )));
         // A step that failed, a refusal, or a registry that is not there.
         assert!(!failed_push_is_transient(&failed(

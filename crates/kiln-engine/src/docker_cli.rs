@@ -188,6 +188,7 @@ pub async fn build(
             image_id: id,
             steps: tracker.counts(),
             cache: tracker.cache_ops(),
+            retries: Vec::new(),
         })),
         _ => {
             let (step, message, log_tail) =

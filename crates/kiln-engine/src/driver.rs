@@ -321,7 +321,11 @@ pub(crate) async fn finish(
         for t in &spec.tags {
             let digest = match &pushed_digest {
                 Some(d) => d.clone(),
-                None => engine.push(t, &spec.name, reporter).await?,
+                None => {
+                    let (digest, retries) = engine.push(t, &spec.name, reporter).await?;
+                    built.retries.extend(retries);
+                    digest
+                }
             };
             reporter.event(&Event::Pushed {
                 target: spec.name.clone(),

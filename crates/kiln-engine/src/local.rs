@@ -27,6 +27,18 @@ pub struct Built {
     pub steps: StepCounts,
     /// Layer-cache imports and exports and their outcome.
     pub cache: Vec<crate::steps::CacheOp>,
+    /// Earlier tries that failed in a way another try may not (the
+    /// registry or BuildKit's concurrent pushes), each run again.
+    pub retries: Vec<Retry>,
+}
+
+/// A try of a build or a push that failed for a transient reason
+/// ([`transient_registry_failure`]) and was run again.
+#[derive(Clone, Debug)]
+pub struct Retry {
+    pub message: String,
+    pub start: std::time::Instant,
+    pub end: std::time::Instant,
 }
 
 /// A failed build with what the user needs to see.
@@ -369,13 +381,20 @@ impl LocalEngine {
         reference: &str,
         target: &str,
         reporter: &dyn Reporter,
-    ) -> Result<String, EngineError> {
+    ) -> Result<(String, Vec<Retry>), EngineError> {
         let mut delays = [1u64, 3].into_iter();
+        let mut retries = Vec::new();
         loop {
+            let start = std::time::Instant::now();
             match self.push_once(reference).await {
                 Err(EngineError::Build(m)) if transient_registry_failure(&m) => {
                     match delays.next() {
                         Some(s) => {
+                            retries.push(Retry {
+                                message: m.clone(),
+                                start,
+                                end: std::time::Instant::now(),
+                            });
                             reporter.event(&crate::events::Event::Warning {
                                 target: target.to_string(),
                                 message: format!("{m}; trying the push again in {s} s"),
@@ -385,7 +404,7 @@ impl LocalEngine {
                         None => return Err(EngineError::Build(m)),
                     }
                 }
-                r => return r,
+                r => return r.map(|d| (d, retries)),
             }
         }
     }
@@ -571,6 +590,7 @@ impl LocalEngine {
             image_id,
             steps: tracker.counts(),
             cache: tracker.cache_ops(),
+            retries: Vec::new(),
         }))
     }
 }
@@ -637,15 +657,27 @@ mod explain_tests {
 }
 
 /// Whether a failed push's message says the registry failed in a way that
-/// another try may not: a 5xx answer (not 501) or a broken connection.
+/// another try may not: a 5xx answer (not 501), a broken connection, or
+/// what a registry answers while another build of the run pushes the same
+/// blob (BuildKit pushes a layer shared by concurrent builds from each of
+/// them: a manifest `PUT` that names a blob whose upload another push has
+/// not finished is `BLOB_UNKNOWN`/`MANIFEST_BLOB_UNKNOWN`, and
+/// distribution 2.8 answers concurrent uploads of one blob, or an image
+/// and its cache pushed to one repository at once, with `DIGEST_INVALID`).
 pub(crate) fn transient_registry_failure(msg: &str) -> bool {
     let server = (500..=599)
         .filter(|c| *c != 501)
         .any(|c| msg.contains(&format!(": {c} ")) || msg.ends_with(&format!(": {c}")));
+    let lower = msg.to_ascii_lowercase();
     server
-        || msg.contains("connection reset by peer")
-        || msg.contains("broken pipe")
-        || msg.contains("unexpected EOF")
+        || lower.contains("connection reset by peer")
+        || lower.contains("broken pipe")
+        || lower.contains("unexpected eof")
+        || lower.contains("blob unknown")
+        || lower.contains("blob_unknown")
+        || lower.contains("provided digest did not match uploaded content")
+        || lower.contains("digest invalid")
+        || lower.contains("digest_invalid")
 }
 
 #[cfg(test)]
@@ -659,6 +691,10 @@ mod tests {
             "pushing r:1: received unexpected HTTP status: 503 Service Unavailable",
             "pushing r:1: Put \"http://h/v2/r/blobs/uploads/x\": write tcp 127.0.0.1:1->127.0.0.1:2: write: connection reset by peer",
             "pushing r:1: unexpected EOF",
+            // Concurrent pushes of one layer (buildkitd 0.32, distribution 2.8).
+            "failed to push registry.test:5000/hidden/app:1: failed commit on ref \"manifest-sha256:73acc\": unexpected status from PUT request to http://registry.test:5000/v2/hidden/app/manifests/1: 400 Bad Request: blob unknown to registry - sha256:73acc",
+            "pushing r:1: manifest blob unknown: blob unknown to registry",
+            "pushing r:1: errors:\ndigest invalid: provided digest did not match uploaded content",
         ] {
             assert!(transient_registry_failure(m), "{m}");
         }

@@ -213,8 +213,12 @@ pub struct Attempt {
     pub slot: Option<usize>,
     pub start_s: f64,
     pub end_s: f64,
-    /// `lost`: the node stopped answering.
+    /// `lost`: the node stopped answering; `transient`: the registry or
+    /// BuildKit's concurrent pushes failed it, and it was run again.
     pub outcome: String,
+    /// What failed it, for `transient`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A node as the run used it.
@@ -751,6 +755,7 @@ pub async fn run(
                 start_s: ms(done.start_s),
                 end_s: ms(done.end_s),
                 outcome: "lost".into(),
+                error: None,
             });
             started[i] = false;
             continue;
@@ -797,6 +802,18 @@ pub async fn run(
         };
         match done.outcome {
             Ok(Outcome::Built(built, pushed)) => {
+                // Tries the registry or BuildKit's concurrent pushes
+                // failed, run again: attempts, never a failure.
+                for t in &built.retries {
+                    r.attempts.push(Attempt {
+                        node: shared.nodes[k].name.clone(),
+                        slot: done.slot,
+                        start_s: ms(t.start.saturating_duration_since(run_t0).as_secs_f64()),
+                        end_s: ms(t.end.saturating_duration_since(run_t0).as_secs_f64()),
+                        outcome: "transient".into(),
+                        error: Some(t.message.clone()),
+                    });
+                }
                 let remote = pushed.first().map(|(r, d)| by_digest(r, d));
                 let image = node_ref(&shared.nodes[k], s, &built.image_id, &remote);
                 outputs.insert(s.name.clone(), built.image_id.clone());
@@ -1662,7 +1679,7 @@ async fn adopt(
             };
             let digest = match (current, engine_for(node, spec)) {
                 (Some(d), _) => d,
-                (None, Some(engine)) => engine.push(t, &spec.name, sh.reporter.as_ref()).await?,
+                (None, Some(engine)) => engine.push(t, &spec.name, sh.reporter.as_ref()).await?.0,
                 // No engine: the tag is pointed at the recorded image in
                 // the registry itself.
                 (None, None) => {

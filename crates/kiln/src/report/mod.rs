@@ -110,7 +110,11 @@ pub struct Attempt {
     pub slot: Option<usize>,
     pub start_s: f64,
     pub end_s: f64,
+    /// `lost` (the node stopped answering) or `transient` (the registry or
+    /// BuildKit's concurrent pushes failed it; run again).
     pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -412,6 +416,7 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
                 start_s: a.start_s,
                 end_s: a.end_s,
                 outcome: a.outcome.clone(),
+                error: a.error.clone(),
             })
             .collect(),
         pushed_bytes: cx
