@@ -1575,6 +1575,78 @@ fn a_private_registry_is_read_with_the_docker_login() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A git `ADD` of a repository the size of PyTorch's (5,000 tags, 2,000
+/// pull request refs, served by `git daemon` as a remote is): the tag is
+/// resolved to its commit for the key, so the rerun skips the target, and
+/// moving the tag builds it again.
+#[test]
+fn a_git_add_of_a_repository_with_thousands_of_refs_is_keyed_by_its_commit() {
+    let Some((host, _)) = engine() else { return };
+    let dir = workspace(&[]);
+    let srv = dir.join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    let (_, _, pinned) = common::upstream_sized_repo(&srv, "big", 5000, 2000);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut daemon = Command::new("git")
+        .args([
+            "daemon",
+            "--export-all",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+            &format!("--base-path={}", srv.display()),
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("git daemon");
+    let t0 = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t0.elapsed().as_secs() < 20, "git daemon did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let url = format!("git://127.0.0.1:{port}/big.git");
+    std::fs::write(
+        dir.join("docker-bake.hcl"),
+        "target \"src\" {\n  network = \"host\"\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!("FROM kiln/busybox:latest\nADD {url}#v0.3.7 /src\nRUN cat /src/VERSION\n"),
+    )
+    .unwrap();
+    let run = || {
+        let o = build_json(&dir, &host, &["src"], &[]);
+        assert!(o.status.success(), "{}", failure(&o));
+        target(&summary(&o), "src")["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(run(), "built");
+    assert_eq!(run(), "skipped", "the tag's commit is in the key");
+    let o = kiln(&dir, &host, &["plan", "--format", "json", "src"], &[]);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["targets"][0]["action"], "skip", "{plan}");
+    // The tag moves to another commit: built again, and why says so.
+    let bare = srv.join("big.git");
+    let moved = Command::new("git")
+        .args(["update-ref", "refs/tags/v0.3.7", "refs/heads/main"])
+        .current_dir(&bare)
+        .status()
+        .unwrap();
+    assert!(moved.success());
+    assert_eq!(run(), "built", "the tag moved from {pinned}");
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An `ADD` of a URL without a checksum cannot be vouched for by a key:
 /// the target is built every time, and plan and build say why.
 #[test]

@@ -419,7 +419,8 @@ pub fn git_repo(dir: &Path, name: &str, tags: &[&str], branches: &[&str]) -> Str
 /// pull request's `refs/pull/N/head` and `refs/pull/N/merge`): `tags`
 /// release tags `v0.M.P` (every twentieth annotated) over a chain of 64
 /// commits, plus pre-release and CI tags, `pulls` refs under
-/// `refs/pull/`, and branches `main` and `release/2.10`. Returns the
+/// `refs/pull/`, and branches `main` and `release/2.10`. Commit `i` holds
+/// one file, `VERSION`, saying `i`. Returns the
 /// `file://` URL, the newest release tag, and the commit of tag `v0.3.7`.
 pub fn upstream_sized_repo(
     dir: &Path,
@@ -451,9 +452,11 @@ pub fn upstream_sized_repo(
     };
     std::fs::create_dir_all(&bare).unwrap();
     git(&["init", "-q", "--bare", "-b", "main"], None);
-    let tree = git(&["mktree"], Some(""));
     let mut commits: Vec<String> = Vec::new();
     for i in 0..64 {
+        // One file, VERSION, that says which commit this is.
+        let blob = git(&["hash-object", "-w", "--stdin"], Some(&format!("{i}\n")));
+        let tree = git(&["mktree"], Some(&format!("100644 blob {blob}\tVERSION\n")));
         let mut args = vec!["commit-tree", tree.as_str(), "-m"];
         let msg = format!("commit {i}");
         args.push(&msg);
