@@ -1394,6 +1394,12 @@ mod tests {
             "failed to push registry.test:5000/hidden/os:1: failed commit on ref \"manifest-sha256:1f\": unexpected status from PUT request to http://registry.test:5000/v2/hidden/os/manifests/1: 400 Bad Request: blob unknown to registry - sha256:73acc",
             Some("exporting to image"),
         )));
+        // dockerd 26's BuildKit (containerd 1.7) drops the reason, and
+        // kiln's message wraps it.
+        assert!(failed_push_is_transient(&failed(
+            "target os: the push to 127.0.0.1:38399 failed; the image was built but not pushed, and nothing was recorded (failed to push 127.0.0.1:38399/e2e-reg/os:1: failed commit on ref \"manifest-sha256:6f\": unexpected status from PUT request to http://127.0.0.1:38399/v2/e2e-reg/os/manifests/sha256:6f: 400 Bad Request)",
+            Some("exporting to image"),
+        )));
         // A RUN step whose output mentions an unknown blob is still a
         // failed step.
         assert!(!failed_push_is_transient(&failed(

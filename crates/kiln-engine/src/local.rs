@@ -361,7 +361,9 @@ impl LocalEngine {
         let opts = bollard::query_parameters::CreateImageOptionsBuilder::default()
             .from_image(reference)
             .build();
-        let mut s = self.docker.create_image(Some(opts), None, None);
+        let mut s = self
+            .docker
+            .create_image(Some(opts), None, engine_credentials(reference));
         while let Some(item) = s.next().await {
             let info = item.map_err(|e| EngineError::Build(format!("pulling {reference}: {e}")))?;
             if let Some(err) = info.error_detail.and_then(|d| d.message) {
@@ -412,7 +414,9 @@ impl LocalEngine {
     async fn push_once(&self, reference: &str) -> Result<String, EngineError> {
         let (repo, tag) = split_reference(reference);
         let opts = PushImageOptionsBuilder::default().tag(&tag).build();
-        let mut s = self.docker.push_image(&repo, Some(opts), None);
+        let mut s = self
+            .docker
+            .push_image(&repo, Some(opts), engine_credentials(reference));
         let mut digest = None;
         while let Some(item) = s.next().await {
             let info = item.map_err(|e| EngineError::Build(format!("pushing {reference}: {e}")))?;
@@ -656,6 +660,25 @@ mod explain_tests {
     }
 }
 
+/// The docker CLI's login for the registry of `reference`, as the Engine
+/// API takes it for a pull or a push (`X-Registry-Auth`): the daemon does
+/// not read the CLI's configuration, the client sends it, as `docker push`
+/// does. `None` (anonymous) without one.
+fn engine_credentials(reference: &str) -> Option<bollard::auth::DockerCredentials> {
+    let host = kiln_plan::ImageRef::parse(reference)?.domain().to_string();
+    let (username, password) = kiln_store::credentials::login_for(&host)?;
+    let serveraddress = match host.as_str() {
+        "docker.io" => "https://index.docker.io/v1/".to_string(),
+        h => h.to_string(),
+    };
+    Some(bollard::auth::DockerCredentials {
+        username: Some(username),
+        password: Some(password),
+        serveraddress: Some(serveraddress),
+        ..Default::default()
+    })
+}
+
 /// Whether a failed push's message says the registry failed in a way that
 /// another try may not: a 5xx answer (not 501), a broken connection, or
 /// what a registry answers while another build of the run pushes the same
@@ -678,6 +701,21 @@ pub(crate) fn transient_registry_failure(msg: &str) -> bool {
         || lower.contains("provided digest did not match uploaded content")
         || lower.contains("digest invalid")
         || lower.contains("digest_invalid")
+        || manifest_put_refused_without_reason(&lower)
+}
+
+/// containerd 1.7 (dockerd 26's pusher) reports a manifest `PUT` the
+/// registry answered 400 without the registry's reason: `unexpected status
+/// from PUT request to …/manifests/…: 400 Bad Request`. In a push whose
+/// blobs were just uploaded that is almost always the race with another
+/// build's upload of a shared blob; a manifest the registry refuses for
+/// good fails again after the retries.
+fn manifest_put_refused_without_reason(lower: &str) -> bool {
+    lower.contains("put request to")
+        && lower.contains("/manifests/")
+        && lower
+            .split_once(": 400 bad request")
+            .is_some_and(|(_, reason)| !reason.trim_start().starts_with(':'))
 }
 
 #[cfg(test)]
@@ -695,6 +733,8 @@ mod tests {
             "failed to push registry.test:5000/hidden/app:1: failed commit on ref \"manifest-sha256:73acc\": unexpected status from PUT request to http://registry.test:5000/v2/hidden/app/manifests/1: 400 Bad Request: blob unknown to registry - sha256:73acc",
             "pushing r:1: manifest blob unknown: blob unknown to registry",
             "pushing r:1: errors:\ndigest invalid: provided digest did not match uploaded content",
+            // The same race as dockerd 26 (containerd 1.7) reports it.
+            "pushing 127.0.0.1:45185/e2e-reg/os:1: Docker stream error: failed commit on ref \"manifest-sha256:f5\": unexpected status from PUT request to http://127.0.0.1:45185/v2/e2e-reg/os/manifests/1: 400 Bad Request",
         ] {
             assert!(transient_registry_failure(m), "{m}");
         }
@@ -704,6 +744,9 @@ mod tests {
             "pushing r:1: received unexpected HTTP status: 501 Not Implemented",
             "pushing r:1: Get \"http://h/v2/\": dial tcp 127.0.0.1:9: connect: connection refused",
             "pushing r:1: tag does not exist: r:1",
+            // A 400 for a blob, or with a reason that is not the race.
+            "pushing r:1: unexpected status from PUT request to http://h/v2/r/blobs/uploads/u: 400 Bad Request",
+            "pushing r:1: unexpected status from PUT request to http://h/v2/r/manifests/1: 400 Bad Request: manifest invalid",
         ] {
             assert!(!transient_registry_failure(m), "{m}");
         }
