@@ -667,8 +667,20 @@ impl BuildxDriver {
     }
 
     /// Points `to` at the image `from` (`repo@digest`) in the registry,
-    /// without pulling it anywhere: `docker buildx imagetools create`.
+    /// without pulling it anywhere: through kiln's registry access (the
+    /// same transport, CAs and login as its reads) when both are one
+    /// repository, else `docker buildx imagetools create` (which knows
+    /// neither certs.d nor insecure registries).
     pub async fn retag(&self, from: &str, to: &str) -> Result<(), EngineError> {
+        match self.registry.retag(from, to).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(EngineError::Build(format!(
+                    "cannot point {to} at {from} in the registry ({e})"
+                )));
+            }
+        }
         docker_output(
             &self.builder.docker,
             &[

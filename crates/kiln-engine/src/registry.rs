@@ -368,6 +368,81 @@ impl Registry {
         Ok((self.client(&target.registry).await?, oci_ref))
     }
 
+    /// Points the tag `to` at the manifest `from` (`repo@digest`) of the
+    /// same repository, through the registry API: the manifest is read by
+    /// digest and put under the tag (its blobs are already there), with the
+    /// same transport and credentials as every other registry call
+    /// ([`kiln_store::registry_io`]). `Ok(false)` when `from` and `to` are
+    /// not one repository or `from` is not pinned by digest: the caller
+    /// uses another way.
+    pub async fn retag(&self, from: &str, to: &str) -> Result<bool, RegistryError> {
+        let src = Target::parse(from)?;
+        let dst = Target::parse(to)?;
+        let Some(digest) = src.digest.clone() else {
+            return Ok(false);
+        };
+        if src.registry != dst.registry || src.repository != dst.repository || dst.tag.is_none() {
+            return Ok(false);
+        }
+        let name = dst.name();
+        let (hc, src_ref) = self.client_for(&src).await?;
+        let (_, dst_ref) = self.client_for(&dst).await?;
+        let client = &hc.client;
+        let auth = hc.credentials.auth.clone();
+        let timeout = self.inner.timeout;
+        let unreachable = || RegistryError::Unreachable {
+            registry: dst.registry.clone(),
+            detail: format!("pointing {name} at {digest}: no answer within {timeout:?}"),
+        };
+        const ACCEPT: [&str; 4] = [
+            "application/vnd.oci.image.index.v1+json",
+            "application/vnd.oci.image.manifest.v1+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        ];
+        let (bytes, _) = match tokio::time::timeout(
+            timeout,
+            retry(|| client.pull_manifest_raw(&src_ref, &auth, &ACCEPT)),
+        )
+        .await
+        {
+            Err(_) => return Err(unreachable()),
+            Ok(Err(e)) => {
+                return match classify(e, &hc, &src.registry, &src.name(), timeout)? {
+                    Resolution::Absent => Err(RegistryError::Protocol {
+                        registry: src.registry.clone(),
+                        detail: format!("{} is not in the registry any more", src.name()),
+                    }),
+                    Resolution::Found(_) => Ok(false),
+                };
+            }
+            Ok(Ok(m)) => m,
+        };
+        let media_type = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v["mediaType"].as_str().map(String::from))
+            .unwrap_or_else(|| ACCEPT[1].to_string());
+        let content_type = media_type.parse().map_err(|_| RegistryError::Protocol {
+            registry: src.registry.clone(),
+            detail: format!("{} has an unusable media type {media_type:?}", src.name()),
+        })?;
+        // A push needs the login stored for the registry (the token for
+        // pull and push is fetched with it).
+        client.store_auth_if_needed(&dst.registry, &auth).await;
+        match tokio::time::timeout(
+            timeout,
+            retry(|| {
+                client.push_manifest_raw(&dst_ref, bytes.clone(), Clone::clone(&content_type))
+            }),
+        )
+        .await
+        {
+            Err(_) => Err(unreachable()),
+            Ok(Err(e)) => classify(e, &hc, &dst.registry, &name, timeout).map(|_| false),
+            Ok(Ok(_)) => Ok(true),
+        }
+    }
+
     async fn fetch(&self, target: Target) -> Result<Resolution, RegistryError> {
         let name = target.name();
         let (hc, oci_ref) = self.client_for(&target).await?;

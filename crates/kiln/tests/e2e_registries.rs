@@ -120,19 +120,20 @@ fn docker_config(dir: &Path, logins: &[(&str, &str, &str)]) -> PathBuf {
 const BAKE: &str = r#"
 variable "REG" {}
 variable "BASE" {}
+variable "NS" { default = "e2e-reg" }
 target "_c" { network = "host" }
 group "default" { targets = ["os", "app"] }
 target "os" {
   inherits = ["_c"]
   dockerfile = "Dockerfile.os"
   args = { BASE = BASE }
-  tags = ["${REG}/e2e-reg/os:1"]
+  tags = ["${REG}/${NS}/os:1"]
 }
 target "app" {
   inherits = ["_c"]
   contexts = { os = "target:os" }
   dockerfile = "Dockerfile.app"
-  tags = ["${REG}/e2e-reg/app:1"]
+  tags = ["${REG}/${NS}/app:1"]
 }
 target "present" {
   inherits = ["_c"]
@@ -180,7 +181,7 @@ fn case(shape_name: &str, via: Via) {
         ("Dockerfile.app", "FROM os\nRUN cat /salt > /app\n"),
         (
             "Dockerfile.present",
-            &format!("FROM {target_reg}/e2e-reg/os:1\n"),
+            &format!("FROM {target_reg}/e2e-reg-{salt}/os:1\n"),
         ),
         (
             "Dockerfile.missing",
@@ -215,14 +216,18 @@ fn case(shape_name: &str, via: Via) {
         ("KILN_STORE", store.as_str()),
         ("KILN_INSECURE_REGISTRIES", insecure.as_str()),
     ];
-    let mut args: Vec<String> = vec![
+    let ns = format!("e2e-reg-{salt}");
+    let args: Vec<String> = vec![
+        "--var".into(),
+        format!("NS={ns}"),
         "--var".into(),
         format!("REG={target_reg}"),
         "--var".into(),
         format!("BASE={base}"),
     ];
+    let mut driver: Vec<String> = Vec::new();
     if let Some(b) = &remote {
-        args.extend([
+        driver.extend([
             "--driver".into(),
             "buildx".into(),
             "--builder".into(),
@@ -232,6 +237,7 @@ fn case(shape_name: &str, via: Via) {
     let build = |extra: &[&str]| -> Output {
         let mut a: Vec<&str> = vec!["--push", "--require-store"];
         a.extend(args.iter().map(String::as_str));
+        a.extend(driver.iter().map(String::as_str));
         a.extend_from_slice(extra);
         build_json(&dir, &host, &a, &env)
     };
@@ -255,9 +261,64 @@ fn case(shape_name: &str, via: Via) {
             target(&s, n)
         );
     }
+    let digest_of = |s: &serde_json::Value, n: &str| {
+        target(s, n)["digest"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let os_digest = digest_of(&s, "os");
+
+    // On the builder without an image store, a tag moved in the registry
+    // is pointed back at the recorded image through kiln's own registry
+    // access (TLS, CA, login), not rebuilt. The tag is moved with the
+    // engine's docker push (dockerd's own registry configuration).
+    if via == Via::Remote {
+        let docker = |a: &[&str]| {
+            let o = std::process::Command::new("docker")
+                .args(a)
+                .env("DOCKER_HOST", &host)
+                .env("DOCKER_CONFIG", &cfg)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "docker {a:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let os_tag = format!("{target_reg}/{ns}/os:1");
+        docker(&["tag", &format!("{reg}/kiln/busybox:latest"), &os_tag]);
+        docker(&["push", &os_tag]);
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", &os_tag])
+            .env("DOCKER_HOST", &host)
+            .output();
+        let o = build(&["os", "app"]);
+        assert!(o.status.success(), "{shape_name}: {}", failure(&o));
+        let s = summary(&o);
+        assert_eq!(
+            target(&s, "os")["status"],
+            "skipped",
+            "{shape_name}: {}",
+            target(&s, "os")
+        );
+        let pushed = target(&s, "os")["pushed"].to_string();
+        assert!(
+            pushed.contains(&os_digest),
+            "{shape_name}: the tag points at the recorded image again: {pushed}"
+        );
+    }
 
     // Preflight: the image the run pushed is there; one nobody pushed is
-    // named as missing.
+    // named as missing. The engine's own copies of the tags go first, so
+    // that only the registry can answer.
+    for n in ["os", "app"] {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", &format!("{target_reg}/{ns}/{n}:1")])
+            .env("DOCKER_HOST", &host)
+            .output();
+    }
     let mut pre: Vec<&str> = vec!["preflight"];
     pre.extend(args.iter().map(String::as_str));
     let with = |extra: &'static str| -> Vec<&str> {
