@@ -8,7 +8,7 @@ use std::process::Command;
 
 /// A copy of `.ci/run` in a scratch checkout whose `scripts/` are stand-ins
 /// that log every call. `up` names the environments that answer `env` as
-/// already running: `default`, `legacy`, `stores`. `tests_fail` makes
+/// already running: `default`, `legacy`, `stores`, `registries`. `tests_fail` makes
 /// `scripts/test` exit 1.
 fn scratch_checkout(name: &str, up: &[&str], tests_fail: bool) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -46,6 +46,18 @@ exit 0
         log = log.display(),
         s = env_up("stores"),
     );
+    let registries = format!(
+        r#"#!/usr/bin/env bash
+echo "registries:$*:${{KILN_REGISTRIES_TOKEN_SCHEME:-}}" >> {log}
+case $1 in
+  env) exit {r} ;;
+  up) echo "KILN_TEST_REGISTRY_HTTP=registry.test:1" ;;
+esac
+exit 0
+"#,
+        log = log.display(),
+        r = env_up("registries"),
+    );
     let test = format!(
         "#!/usr/bin/env bash\necho \"test:$KILN_E2E:$CARGO_TARGET_DIR\" >> {}\nexit {}\n",
         log.display(),
@@ -62,6 +74,7 @@ exit 0
     for (file, text) in [
         ("dev-env", dev_env),
         ("store-servers", stores),
+        ("registries", registries),
         ("test", test),
         ("test-legacy", legacy),
         ("browser", browser),
@@ -92,7 +105,7 @@ fn run_ci(dir: &Path) -> (i32, Vec<String>) {
 fn downs(calls: &[String]) -> Vec<&str> {
     calls
         .iter()
-        .filter(|c| c.ends_with(":down"))
+        .filter(|c| c.ends_with(":down") || c.starts_with("registries:down:"))
         .map(String::as_str)
         .collect()
 }
@@ -107,10 +120,13 @@ fn ci_stops_what_it_started_and_nothing_else() {
         [
             "dev-env:default:down",
             "dev-env:legacy:down",
-            "store-servers:down"
+            "store-servers:down",
+            "registries:down:"
         ],
         "{calls:?}"
     );
+    // The registries' token service is plain HTTP (docs/registries.md).
+    assert!(calls.iter().any(|c| c == "registries:up:http"), "{calls:?}");
     // The tests ran with the end-to-end tests required, into a target
     // directory of CI's own (a script that assumes target/ fails there).
     let test = calls.iter().find(|c| c.starts_with("test:")).unwrap();
@@ -125,7 +141,11 @@ fn ci_stops_what_it_started_and_nothing_else() {
 
 #[test]
 fn ci_leaves_an_environment_that_was_already_up_running() {
-    let dir = scratch_checkout("all-up", &["default", "legacy", "stores"], false);
+    let dir = scratch_checkout(
+        "all-up",
+        &["default", "legacy", "stores", "registries"],
+        false,
+    );
     let (code, calls) = run_ci(&dir);
     assert_eq!(code, 0, "{calls:?}");
     assert!(downs(&calls).is_empty(), "{calls:?}");
@@ -141,7 +161,11 @@ fn ci_leaves_an_environment_that_was_already_up_running() {
     assert_eq!(code, 0, "{calls:?}");
     assert_eq!(
         downs(&calls),
-        ["dev-env:legacy:down", "store-servers:down"],
+        [
+            "dev-env:legacy:down",
+            "store-servers:down",
+            "registries:down:"
+        ],
         "{calls:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
