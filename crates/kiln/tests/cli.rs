@@ -776,6 +776,16 @@ fn vars_list_doc_and_check() {
 
 use common::git_repo;
 
+/// The pin of `variable` in `kiln versions --format json`'s output.
+fn pin(pins: &serde_json::Value, variable: &str) -> serde_json::Value {
+    pins.as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["variable"] == variable)
+        .unwrap_or_else(|| panic!("no pin {variable}: {pins}"))
+        .clone()
+}
+
 /// `kiln versions`: each `*_REF`/`*_VERSION` pin is asked of its
 /// repository (from a `*_REPO` variable, or from how a Dockerfile clones
 /// it), and reported as a tag, a commit or a branch with the newest release
@@ -798,14 +808,7 @@ fn versions_tell_tags_from_branches_and_find_the_newest_release() {
     let o = kiln(&dir, &["versions", "--format", "json"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let get = |v: &str| {
-        pins.as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["variable"] == v)
-            .unwrap()
-            .clone()
-    };
+    let get = |v: &str| pin(&pins, v);
     assert_eq!(get("AITER_REF")["kind"], "tag");
     assert_eq!(
         get("AITER_REF")["newest"],
@@ -868,14 +871,7 @@ fn versions_answer_for_a_repository_with_thousands_of_refs() {
     // REL_REF is a branch: exit 1, and the listing was read in full.
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     let pins: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let get = |v: &str| {
-        pins.as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["variable"] == v)
-            .unwrap()
-            .clone()
-    };
+    let get = |v: &str| pin(&pins, v);
     assert_eq!(get("BIG_REF")["kind"], "tag", "{pins}");
     assert_eq!(get("BIG_REF")["newest"], newest.as_str(), "{pins}");
     assert_eq!(newest, "v0.49.99");
