@@ -439,6 +439,7 @@ impl OciStore {
     /// connecting is bounded by the smaller of it and 10 s).
     pub fn new(location: &str) -> Result<OciStore, StoreError> {
         let loc = OciLocation::parse(location)?;
+        crate::registry_io::install_tls_provider();
         if loc.insecure == Some(true) {
             access::declare_insecure(&loc.registry, access::Insecure::Location);
         }

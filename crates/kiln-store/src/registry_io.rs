@@ -353,12 +353,12 @@ fn certs_of(host: &str) -> (Vec<PathBuf>, Option<PathBuf>) {
 }
 
 /// How to reach `host[:port]`: decided once per process (again after a new
-/// declaration). An insecure registry is probed with one plain-HTTP
-/// `GET /v2/` (no credentials): a registry that answers it speaks HTTP; one
-/// that answers as a TLS server does (`400 Client sent an HTTP request to
-/// an HTTPS server`) or closes the connection is spoken to in HTTPS, its
-/// certificate not verified. The probe takes at most a quarter of `bound`
-/// (3 s at most). (Docker
+/// declaration). An insecure registry is probed ([`probe`], no
+/// credentials): one that answers plain HTTP is spoken to in plain HTTP,
+/// one that answers as a TLS server in HTTPS, its certificate not
+/// verified. A probe that gets no answer decides nothing: plain HTTP is
+/// used and the registry is probed again next time. The probe takes at
+/// most a quarter of `bound` (3 s at most) per request. (Docker
 /// tries HTTPS first; asking in plain HTTP first gives the same choice, and
 /// a plain-HTTP server that waits for a request line never stalls it, as a
 /// TLS handshake sent to one can.)
@@ -369,15 +369,14 @@ pub async fn transport(host: &str, bound: Duration) -> Transport {
     }
     let (roots, client_cert) = certs_of(host);
     let insecure = insecure(host);
-    let scheme = match insecure {
-        None => Scheme::Https,
-        Some(_) => {
-            if answers_plain_http(host, bound).await {
-                Scheme::Http
-            } else {
-                Scheme::HttpsUnverified
-            }
-        }
+    let (scheme, certain) = match insecure {
+        None => (Scheme::Https, true),
+        Some(_) => match probe(host, bound).await {
+            Some(s) => (s, true),
+            // No answer either way (down, an outage, a proxy that drops
+            // connections): plain HTTP for now, asked again next time.
+            None => (Scheme::Http, false),
+        },
     };
     let t = Transport {
         scheme,
@@ -385,37 +384,54 @@ pub async fn transport(host: &str, bound: Duration) -> Transport {
         roots,
         client_cert,
     };
-    if let Ok(mut m) = transports().lock() {
+    if certain && let Ok(mut m) = transports().lock() {
         m.insert(key, t.clone());
     }
     t
 }
 
-/// Whether `http://host/v2/` gets an HTTP answer that is not a TLS
-/// server's complaint about plain HTTP.
-async fn answers_plain_http(host: &str, bound: Duration) -> bool {
+/// What an insecure registry speaks, when it says: plain HTTP if `GET
+/// http://host/v2/` gets an HTTP answer that is not a TLS server's
+/// complaint about plain HTTP (Go's `Client sent an HTTP request to an
+/// HTTPS server`, nginx's `The plain HTTP request was sent to HTTPS
+/// port`); HTTPS if it is such a complaint, or if `GET https://host/v2/`
+/// (certificate not checked) gets any answer. `None` when neither answers.
+async fn probe(host: &str, bound: Duration) -> Option<Scheme> {
     install_tls_provider();
     // A quarter of the operation's bound: the probe is part of it.
     let bound = (bound / 4).min(Duration::from_secs(3));
-    let Ok(client) = reqwest::Client::builder()
+    let client = reqwest::Client::builder()
         .connect_timeout(bound)
         .timeout(bound)
         .redirect(reqwest::redirect::Policy::none())
+        .danger_accept_invalid_certs(true)
         .build()
-    else {
-        return true;
-    };
+        .ok()?;
     match client.get(format!("http://{host}/v2/")).send().await {
-        Ok(r) if r.status() == reqwest::StatusCode::BAD_REQUEST => !r
-            .text()
-            .await
-            .unwrap_or_default()
-            .contains("HTTP request to an HTTPS server"),
-        Ok(_) => true,
-        // Nothing listens, or nothing answered in time: the real request
-        // says so (a TLS server refuses plain HTTP at once).
-        Err(e) => e.is_timeout() || connection_refused(&e),
+        Ok(r) if r.status() == reqwest::StatusCode::BAD_REQUEST => {
+            let body = r.text().await.unwrap_or_default();
+            let tls = body.contains("HTTP request to an HTTPS server")
+                || body.contains("plain HTTP request was sent to HTTPS port");
+            return Some(if tls {
+                Scheme::HttpsUnverified
+            } else {
+                Scheme::Http
+            });
+        }
+        Ok(_) => return Some(Scheme::Http),
+        // Nothing listens, or nothing answered in time: HTTPS would not
+        // answer either.
+        Err(e) if e.is_timeout() || connection_refused(&e) => return None,
+        Err(_) => {}
     }
+    // The connection was closed without an answer: a TLS server that
+    // drops plain HTTP, or a registry that is failing.
+    client
+        .get(format!("https://{host}/v2/"))
+        .send()
+        .await
+        .ok()
+        .map(|_| Scheme::HttpsUnverified)
 }
 
 /// The oci-client configuration for one registry: its scheme, its CAs,
@@ -841,5 +857,61 @@ mod tests {
             wrong_scheme_answer("r", &t, "Client sent an HTTP request to an HTTPS server.")
                 .is_some()
         );
+    }
+
+    /// A loopback server that answers every connection with `answer`
+    /// (closing it at once when `None`); its `host:port`.
+    fn server(answer: Option<&'static str>) -> String {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in l.incoming() {
+                let Ok(mut c) = c else { continue };
+                if let Some(a) = answer {
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf);
+                    let _ = c.write_all(a.as_bytes());
+                }
+            }
+        });
+        format!("127.0.0.1:{port}")
+    }
+
+    fn decide(host: &str) -> Transport {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(transport(host, Duration::from_secs(8)))
+    }
+
+    fn remembered(host: &str) -> bool {
+        transports().lock().unwrap().contains_key(host)
+    }
+
+    #[test]
+    fn an_insecure_registry_is_probed_for_its_scheme() {
+        let plain = server(Some(
+            "HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n",
+        ));
+        let t = decide(&plain);
+        assert_eq!(t.scheme, Scheme::Http);
+        assert_eq!(t.insecure, Some(Insecure::Loopback));
+        assert!(remembered(&plain));
+        // What a Go TLS server answers to plain HTTP.
+        let tls = server(Some(
+            "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
+        ));
+        assert_eq!(decide(&tls).scheme, Scheme::HttpsUnverified);
+        // No answer either way (a registry in an outage): plain HTTP for
+        // now, never remembered, so that the next call asks again.
+        let closing = server(None);
+        assert_eq!(decide(&closing).scheme, Scheme::Http);
+        assert!(!remembered(&closing));
+        // A registry not declared insecure is never probed.
+        let t = decide("registry.probe.test:5000");
+        assert_eq!(t.scheme, Scheme::Https);
+        assert_eq!(t.insecure, None);
     }
 }
