@@ -593,10 +593,17 @@ pub fn request_failure(
             )
         };
         return Reach::Transport(format!(
-            "TLS with {host} failed: {what} ({tried}); {}; or, for a test registry, {} \
+            "TLS with {host} failed: {what} ({tried}); {}; or, for a test registry, {}{} \
              ({chain})",
             trust_hint(host),
-            declare_hint(host)
+            declare_hint(host),
+            client_cert_note(t)
+        ));
+    }
+    if t.client_cert.is_some() && lower.contains("handshake") {
+        return Reach::Transport(format!(
+            "TLS with {host} failed{} ({chain})",
+            client_cert_note(t)
         ));
     }
     if refused {
@@ -608,6 +615,20 @@ pub fn request_failure(
         return Reach::Unreachable(format!("no answer within {timeout:?}: {chain}"));
     }
     Reach::Unreachable(chain.to_string())
+}
+
+/// What kiln cannot do yet, said where it may be why a registry refused:
+/// a client certificate for mutual TLS was found, and not presented (the
+/// registry client has no setting for one).
+fn client_cert_note(t: &Transport) -> String {
+    match &t.client_cert {
+        Some(p) => format!(
+            "; note: {} is a client certificate for mutual TLS, which kiln cannot present \
+             yet (docs/registries.md): a registry that requires one refuses kiln",
+            p.display()
+        ),
+        None => String::new(),
+    }
 }
 
 /// A registry's HTTP answer that says the request used the wrong scheme:
@@ -842,6 +863,22 @@ mod tests {
         assert!(
             matches!(&r, Reach::Transport(m) if m.contains("authority kiln does not trust")
                 && m.contains("/reg.test:5443/ca.crt")),
+            "{r:?}"
+        );
+        let mtls = Transport {
+            client_cert: Some(PathBuf::from("/etc/docker/certs.d/reg.test/client.cert")),
+            ..t.clone()
+        };
+        let r = request_failure(
+            "reg.test",
+            &mtls,
+            "client error (Connect): received fatal alert: CertificateRequired; handshake failed",
+            false,
+            false,
+            d,
+        );
+        assert!(
+            matches!(&r, Reach::Transport(m) if m.contains("cannot present")),
             "{r:?}"
         );
         let r = request_failure("reg.test:1", &t, "tcp connect error", true, false, d);
