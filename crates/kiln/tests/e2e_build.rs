@@ -1590,20 +1590,30 @@ fn a_git_add_of_a_repository_with_thousands_of_refs_is_keyed_by_its_commit() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut daemon = Command::new("git")
-        .args([
-            "daemon",
-            "--export-all",
-            "--reuseaddr",
-            "--listen=127.0.0.1",
-            &format!("--port={port}"),
-            &format!("--base-path={}", srv.display()),
-        ])
-        .arg(&srv)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("git daemon");
+    // Stopped when dropped, also when an assertion below fails.
+    struct Daemon(std::process::Child);
+    impl Drop for Daemon {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _daemon = Daemon(
+        Command::new("git")
+            .args([
+                "daemon",
+                "--export-all",
+                "--reuseaddr",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", srv.display()),
+            ])
+            .arg(&srv)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon"),
+    );
     let t0 = std::time::Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(t0.elapsed().as_secs() < 20, "git daemon did not start");
@@ -1642,8 +1652,6 @@ fn a_git_add_of_a_repository_with_thousands_of_refs_is_keyed_by_its_commit() {
         .unwrap();
     assert!(moved.success());
     assert_eq!(run(), "built", "the tag moved from {pinned}");
-    let _ = daemon.kill();
-    let _ = daemon.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
