@@ -130,9 +130,8 @@ impl OciLocation {
                 "credentials do not belong in the location (it is printed in logs); kiln uses the docker CLI's login (`docker login HOST`)".into(),
             ));
         }
-        let host = check_authority(authority).map_err(bad)?;
+        check_authority(authority).map_err(bad)?;
         check_repository(repository).map_err(bad)?;
-        let _ = host;
         let mut insecure = None;
         let mut timeout = DEFAULT_TIMEOUT;
         for pair in query.into_iter().flat_map(|q| q.split('&')) {
