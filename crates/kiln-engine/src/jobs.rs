@@ -14,7 +14,7 @@
 //! every cached layer.
 //!
 //! The count for one build is the node's affordable jobs
-//! (`floor(free GB / GB per job)`, [`crate::probe`]) divided by the node's
+//! (`floor(free GB / GB per job)`, from the fleet probe in `probe.rs`) divided by the node's
 //! concurrent build slots, at least 1, so concurrent builds on one node do
 //! not each take the whole machine.
 //!
@@ -148,82 +148,6 @@ mod tests {
         // The same as flooring the unrounded quotient: 15.9 GB / 2 GB / 2.
         let node = (15.9f64 / 2.0).floor() as u32;
         assert_eq!(per_build(node, 2), (15.9f64 / 2.0 / 2.0).floor() as u32);
-    }
-
-    /// Whatever count a build is handed, its key is the same: the count
-    /// reaches the build only as a file behind `--secret id=kiln-jobs,src=`,
-    /// never as a build arg, and the manifest names no implicit secret.
-    #[test]
-    fn the_job_count_never_reaches_the_key() {
-        use crate::hashing::StatCache;
-        use crate::inputs::gather_for_build;
-        use crate::spec::Endpoint;
-
-        let dir = std::env::temp_dir().join(format!("kiln-jobs-key-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("main.c"), "int main(void) { return 0; }\n").unwrap();
-        let spec = BuildSpec {
-            name: "compile".into(),
-            context: dir.clone(),
-            dockerfile: dir.join("Dockerfile"),
-            dockerfile_inline: Some(
-                "FROM b\nCOPY main.c /src/\nRUN --mount=type=secret,id=kiln-jobs make -j\"$(cat /run/secrets/kiln-jobs 2>/dev/null || nproc)\" -C /src\n"
-                    .into(),
-            ),
-            args: [("A".to_string(), "x".to_string())].into(),
-            ..BuildSpec::default()
-        };
-        let ep = Endpoint {
-            host: "unix:///tmp/d.sock".into(),
-            docker_cli: "/usr/bin/docker".into(),
-        };
-        let cache = StatCache::default();
-        let none = BTreeMap::new();
-        let key = |s: &BuildSpec| {
-            let g = gather_for_build(s, "linux/amd64", &none, &none, &cache).unwrap();
-            assert!(g.jobs_secret);
-            assert!(g.manifest.secrets.is_empty(), "{:?}", g.manifest.secrets);
-            g.manifest.key()
-        };
-        let first = key(&spec);
-        for n in [1u32, 3, 64] {
-            let d = dir.join(format!("run-{n}"));
-            std::fs::create_dir_all(&d).unwrap();
-            let secret = write_secret(&d, n).unwrap();
-            let argv = crate::docker_cli::args(
-                &ep,
-                &spec,
-                "/tmp/Dockerfile",
-                &spec.args,
-                "kiln.local/compile:run",
-                "/tmp/iid",
-                std::slice::from_ref(&secret),
-            );
-            let src = secret.src.clone().unwrap();
-            let want = format!("id={SECRET_ID},src={}", src.display());
-            assert!(
-                argv.windows(2).any(|w| w[0] == "--secret" && w[1] == want),
-                "{argv:?}"
-            );
-            assert!(
-                !argv.iter().any(|a| a.contains(&format!("={n}"))),
-                "the count is no argument: {argv:?}"
-            );
-            assert_eq!(std::fs::read_to_string(&src).unwrap(), format!("{n}\n"));
-            assert_eq!(key(&spec), first, "{n} jobs, same key");
-        }
-        // The mount itself is part of the Dockerfile text, so it counts.
-        let plain = BuildSpec {
-            dockerfile_inline: Some(
-                "FROM b\nCOPY main.c /src/\nRUN make -j\"$(nproc)\" -C /src\n".into(),
-            ),
-            ..spec.clone()
-        };
-        let g = gather_for_build(&plain, "linux/amd64", &none, &none, &cache).unwrap();
-        assert!(!g.jobs_secret);
-        assert_ne!(g.manifest.key(), first);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -18,10 +18,10 @@ use kiln_plan::normalize_reference;
 use kiln_store::{Lookup, RecordStore};
 use serde::Serialize;
 
+use crate::driver::local::LocalEngine;
 use crate::error::EngineError;
 use crate::hashing::{HashStats, StatCache};
 use crate::inputs::{external_images, gather_for_build};
-use crate::local::LocalEngine;
 use crate::registry::{Registry, RegistryError, Resolution};
 use crate::spec::{BuildSpec, ContextSource};
 
@@ -507,7 +507,7 @@ pub async fn locate(
 ) -> Located {
     if let Some(e) = engine {
         let id = rec.image_id.as_str();
-        let unique = crate::run::local_ref(target, id);
+        let unique = crate::naming::local_ref(target, id);
         // The unique reference's inspect also answers for every tag of the
         // same image (a skip then checks the tags again, answered from what
         // was learned); tags it does not list are asked together.

@@ -9,11 +9,8 @@
 //! Must never: evaluate bake files or decide what to build (that is the
 //! plan's job); print anything itself (events go to a [`events::Reporter`]).
 
-pub mod buildx;
-pub mod children;
 pub mod claims;
 pub mod context;
-pub mod docker_cli;
 pub mod driver;
 pub mod error;
 pub mod events;
@@ -23,7 +20,7 @@ pub mod identity;
 pub mod inputs;
 pub mod jobs;
 pub mod keys;
-pub mod local;
+pub mod naming;
 pub mod preflight;
 pub mod probe;
 pub mod proc;

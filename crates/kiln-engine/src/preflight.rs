@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::local::LocalEngine;
+use crate::driver::local::LocalEngine;
 use crate::registry::{Registry, RegistryError, Resolution};
 
 /// One image the run needs from outside.

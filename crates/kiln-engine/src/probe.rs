@@ -16,8 +16,8 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use serde::Serialize;
 
+use crate::driver::local::LocalEngine;
 use crate::error::EngineError;
-use crate::local::LocalEngine;
 
 /// The image the probe runs (dev-env imports it on every node).
 pub const PROBE_IMAGE: &str = "kiln/busybox:latest";

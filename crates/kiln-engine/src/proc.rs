@@ -7,14 +7,20 @@
 //! ls-remote` of an `https://` URL runs `git-remote-https` as its own
 //! child, which must not outlive it).
 //!
-//! Must never: block on a child without a deadline, or keep an unbounded
-//! amount of its output.
+//! It also owns the rest of what kiln's child processes leave on the
+//! machine: the process groups of running builds (stopped as a whole when
+//! kiln stops), private temporary directories, and build log files.
+//!
+//! Must never: block on a child without a deadline, keep an unbounded
+//! amount of its output, or leave a temporary directory behind.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use crate::error::EngineError;
 
 /// The most output of one stream kept by default: 256 MiB, far above any
 /// `git ls-remote` (PyTorch's, with every pull request's refs, is a few
@@ -222,15 +228,156 @@ fn read_capped(mut pipe: impl Read, buf: &mut Vec<u8>, max: usize) -> std::io::R
     }
 }
 
-/// SIGKILL to the process group `pgid` (kiln's code has no `unsafe` for
-/// `kill(2)`, so `kill(1)` sends it, as [`crate::children`] does).
+/// SIGKILL to the process group `pgid`.
 fn kill_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-KILL", "--", &format!("-{pgid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    signal_group(pgid, "KILL");
+}
+
+// ---- Build process groups ----
+//
+// The build processes kiln starts (the docker CLI, which may run the
+// buildx plugin as its own child), each in a process group of its own, so
+// that stopping kiln stops the whole tree: `kill_on_drop` reaches only the
+// direct child, and a plugin left behind would go on building and then
+// tag or push an image nobody asked for any more.
+//
+// A group has its own leader's PID as its id. [`Group`] registers it while
+// the child runs; [`terminate_all`] signals every registered group (SIGTERM,
+// then SIGKILL after a grace period) with `kill(1)`, since kiln's code has
+// no `unsafe` for `kill(2)`.
+
+fn running() -> &'static std::sync::Mutex<std::collections::HashSet<u32>> {
+    static RUNNING: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<u32>>> =
+        std::sync::OnceLock::new();
+    RUNNING.get_or_init(Default::default)
+}
+
+/// A running build process group, registered until dropped.
+pub struct Group(u32);
+
+impl Group {
+    /// Registers the group led by `pid` (a child spawned with
+    /// `process_group(0)`).
+    pub fn new(pid: Option<u32>) -> Option<Group> {
+        let pid = pid?;
+        running().lock().ok()?.insert(pid);
+        Some(Group(pid))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // The group may outlive its leader (a plugin still building): it
+        // is signalled before it leaves the registry.
+        signal_group(self.0, "KILL");
+        if let Ok(mut r) = running().lock() {
+            r.remove(&self.0);
+        }
+    }
+}
+
+/// Sends `signal` to the process group `pgid`: kiln's code has no
+/// `unsafe` for `kill(2)`, so `kill(1)` sends it.
+fn signal_group(pgid: u32, signal: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .status();
+}
+
+/// Stops every running build group: SIGTERM, then SIGKILL to what is left
+/// after `grace`.
+pub fn terminate_all(grace: std::time::Duration) {
+    let groups: Vec<u32> = running()
+        .lock()
+        .map(|r| r.iter().copied().collect())
+        .unwrap_or_default();
+    if groups.is_empty() {
+        return;
+    }
+    for g in &groups {
+        signal_group(*g, "TERM");
+    }
+    let alive = |g: &u32| std::path::Path::new(&format!("/proc/{g}")).exists();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < grace && groups.iter().any(alive) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for g in &groups {
+        signal_group(*g, "KILL");
+    }
+}
+
+// ---- Temporary directories and log files ----
+
+/// A private temporary directory (mode 0700), removed when dropped.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    pub fn new(name: &str) -> Result<TempDir, EngineError> {
+        let path =
+            std::env::temp_dir().join(format!("kiln-{}-{}-{}", std::process::id(), name, unique()));
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            b.mode(0o700);
+        }
+        b.create(&path)
+            .map_err(|e| EngineError::io(path.display().to_string(), e))?;
+        Ok(TempDir(path))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A build's progress log file (created with its directory); writing is
+/// best effort: a log that cannot be written never fails a build.
+pub struct LogFile(Option<std::io::BufWriter<std::fs::File>>);
+
+impl LogFile {
+    pub fn create(path: Option<&std::path::Path>) -> LogFile {
+        LogFile(path.and_then(|p| {
+            if let Some(d) = p.parent() {
+                std::fs::create_dir_all(d).ok()?;
+            }
+            std::fs::File::create(p).ok().map(std::io::BufWriter::new)
+        }))
+    }
+
+    pub fn line(&mut self, line: &str) {
+        use std::io::Write;
+        if let Some(w) = &mut self.0
+            && writeln!(w, "{line}").is_err()
+        {
+            self.0 = None;
+        }
+    }
+}
+
+impl Drop for LogFile {
+    fn drop(&mut self) {
+        use std::io::Write;
+        if let Some(w) = &mut self.0 {
+            let _ = w.flush();
+        }
+    }
 }
 
 #[cfg(test)]

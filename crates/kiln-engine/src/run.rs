@@ -15,12 +15,14 @@ use kiln_store::{Lookup, Record, RecordStore};
 use serde::Serialize;
 use tokio::task::JoinSet;
 
+use crate::driver::local::LocalEngine;
 use crate::driver::{BuildRequest, Driver, EngineDriver};
+use crate::driver::{Built, Failed};
 use crate::error::EngineError;
 use crate::events::{Event, Reporter};
 use crate::hashing::StatCache;
 use crate::keys::{Keyed, key_on};
-use crate::local::{Built, Failed, LocalEngine};
+use crate::naming::{by_digest, local_ref};
 use crate::spec::{BuildSpec, ContextSource, Endpoint};
 use crate::steps::StepCounts;
 
@@ -56,7 +58,7 @@ pub struct RunOptions {
     pub gb_per_job: f64,
     /// Build through this buildx builder instead of the engine (a run on
     /// one node; a fleet names a builder per node).
-    pub builder: Option<crate::buildx::BuilderSpec>,
+    pub builder: Option<crate::driver::buildx::BuilderSpec>,
     /// Where each build's BuildKit progress is kept, as the builder
     /// printed it (`<dir>/<target>.log`, for `kiln diagnose`); builds
     /// through the Engine API have no such log.
@@ -76,7 +78,7 @@ pub struct NodeSpec {
     pub endpoint: Endpoint,
     /// A buildx builder: the node builds through it (`crate::buildx`),
     /// and `endpoint` is unused (the builder's engine is found from it).
-    pub builder: Option<crate::buildx::BuilderSpec>,
+    pub builder: Option<crate::driver::buildx::BuilderSpec>,
     /// Concurrent builds on the node.
     pub slots: usize,
     /// The node's memory as the fleet file states it: the job count of a
@@ -258,23 +260,6 @@ impl RunSummary {
     }
 }
 
-/// The unique local reference of a built image: derived from its id, so it
-/// never moves (`FROM name@<image id>` does not resolve on a local engine).
-pub fn local_ref(target: &str, image_id: &str) -> String {
-    let hex = image_id.trim_start_matches("sha256:");
-    let safe: String = target
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    format!("kiln.local/{safe}:{}", &hex[..hex.len().min(16)])
-}
-
 /// What happened to one target.
 enum Outcome {
     /// Built: the image, pushed `(reference, digest)` pairs.
@@ -437,7 +422,7 @@ impl Shared {
 /// Docker engine.
 async fn connect(ns: &NodeSpec) -> Result<Arc<dyn Driver>, EngineError> {
     Ok(match &ns.builder {
-        Some(b) => Arc::new(crate::buildx::BuildxDriver::connect(b).await?),
+        Some(b) => Arc::new(crate::driver::buildx::BuildxDriver::connect(b).await?),
         None => Arc::new(EngineDriver {
             engine: LocalEngine::connect(ns.endpoint.clone()).await?,
         }),
@@ -1000,11 +985,6 @@ fn node_ref(node: &Node, spec: &BuildSpec, image_id: &str, remote: &Option<Strin
 /// is an index in the registry (docs/driver-buildx.md).
 fn engine_for<'a>(node: &'a Node, spec: &BuildSpec) -> Option<&'a LocalEngine> {
     node.engine.as_ref().filter(|_| !spec.multi_platform())
-}
-
-/// `repo:tag` pushed as `digest` → `repo@digest` (immutable).
-fn by_digest(reference: &str, digest: &str) -> String {
-    format!("{}@{digest}", kiln_plan::repository_name(reference))
 }
 
 /// The references dependents on node `k` use: the unique local tag when

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fault_proxy::{CutHow, Proxy};
+use kiln_engine::driver::local::LocalEngine;
+use kiln_engine::driver::{Built, Failed};
 use kiln_engine::events::Collect;
-use kiln_engine::local::{Built, Failed, LocalEngine};
 use kiln_engine::{BuildSpec, Endpoint, EngineError};
 
 /// The engine's Unix socket, or `None` (after saying so) when the test is
@@ -70,7 +71,7 @@ impl Setup {
         // store's BuildKit cannot read an uploaded tar, so builds there
         // take the docker CLI's session client). CI runs them on the
         // legacy engine (scripts/dev-env up --engine legacy).
-        if real.image_store == kiln_engine::local::ImageStore::Containerd {
+        if real.image_store == kiln_engine::driver::local::ImageStore::Containerd {
             eprintln!(
                 "skipped: the engine keeps its images in the containerd store, where kiln does not upload contexts through the Engine API; these tests run on the legacy engine"
             );

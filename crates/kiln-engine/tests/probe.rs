@@ -3,7 +3,7 @@
 //! Without an engine it says it was skipped, unless `KILN_E2E=1`.
 
 use kiln_engine::Endpoint;
-use kiln_engine::local::LocalEngine;
+use kiln_engine::driver::local::LocalEngine;
 
 #[tokio::test]
 async fn the_probe_reports_this_machines_cores_and_memory() {

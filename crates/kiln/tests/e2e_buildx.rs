@@ -768,7 +768,7 @@ fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let engine_identity = rt
         .block_on(async {
-            let e = kiln_engine::local::LocalEngine::connect(kiln_engine::Endpoint {
+            let e = kiln_engine::driver::local::LocalEngine::connect(kiln_engine::Endpoint {
                 host: host.clone(),
                 docker_cli: "/usr/bin/docker".into(),
             })

@@ -275,7 +275,7 @@ fn buildx_command_lines_for_the_twin() {
         }
         text.push_str(&format!(
             "# {name}\n{}\n",
-            kiln_engine::buildx::render(&argv)
+            kiln_engine::driver::buildx::render(&argv)
         ));
     }
     assert_eq!(stable.len(), 15, "one cache ref per target");

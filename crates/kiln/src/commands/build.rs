@@ -260,9 +260,9 @@ fn compiler_cache(
     require: bool,
     force_recache: bool,
     specs: &mut [kiln_engine::BuildSpec],
-) -> Result<Option<kiln_engine::docker_cli::TempDir>, CliError> {
+) -> Result<Option<kiln_engine::proc::TempDir>, CliError> {
     use kiln_store::compiler_cache::{CompilerCache, SECRET_ID};
-    let fail = |why: String| -> Result<Option<kiln_engine::docker_cli::TempDir>, CliError> {
+    let fail = |why: String| -> Result<Option<kiln_engine::proc::TempDir>, CliError> {
         if require {
             return Err(CliError::env(format!("compiler cache {why}")).with_hint(
                 "fix the store or its credentials (a policy must grant writes, and s3:ListBucket so a missing object is a 404), or drop --require-compiler-cache to build without it",
@@ -293,7 +293,7 @@ fn compiler_cache(
     }
     // A private directory (0700) holding the file (0600), removed when
     // the run ends, as the job-count secret's.
-    let dir = kiln_engine::docker_cli::TempDir::new("compiler-cache")
+    let dir = kiln_engine::proc::TempDir::new("compiler-cache")
         .map_err(|e| CliError::env(e.to_string()))?;
     let secret = kiln_engine::jobs::write_private_secret(
         dir.path(),
@@ -726,7 +726,7 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         Err(code) => {
             // The build process groups first (the CLI and its buildx
             // plugin), then the tasks.
-            kiln_engine::children::terminate_all(std::time::Duration::from_secs(5));
+            kiln_engine::proc::terminate_all(std::time::Duration::from_secs(5));
             rt.shutdown_timeout(std::time::Duration::from_secs(10));
             let _ = stat_cache.save(&s.store.stat_cache);
             return Err(CliError {

@@ -31,7 +31,7 @@ struct NodeReport {
     /// For a buildx builder: its driver, buildx version and the engine
     /// behind it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    builder: Option<kiln_engine::buildx::BuilderFacts>,
+    builder: Option<kiln_engine::driver::buildx::BuilderFacts>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -52,13 +52,13 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 let r = async {
                     let (e, b) = match ep {
                         Some(ep) => (
-                            Some(kiln_engine::local::LocalEngine::connect(ep).await?),
+                            Some(kiln_engine::driver::local::LocalEngine::connect(ep).await?),
                             None,
                         ),
                         // Not an engine address: a buildx builder, probed
                         // through the engine behind it.
                         None => {
-                            let d = kiln_engine::buildx::BuildxDriver::connect(&builder_spec(
+                            let d = kiln_engine::driver::buildx::BuildxDriver::connect(&builder_spec(
                                 Some(&raw),
                             ))
                             .await?;

@@ -75,11 +75,11 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
                     && let Ok(spec) = spec_for(&planned, &t.name, &s.bake.cwd, false)
                     && let Some(p) = t.cache.first()
                 {
-                    t.command = Some(kiln_engine::buildx::command(
+                    t.command = Some(kiln_engine::driver::buildx::command(
                         &spec,
                         p,
                         &buildx_hand_over(&spec, &planned),
-                        &kiln_engine::buildx::BuildxOptions {
+                        &kiln_engine::driver::buildx::BuildxOptions {
                             builder: s.builder.clone(),
                             ..Default::default()
                         },
@@ -100,7 +100,7 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 for t in &plan.targets {
                     if let Some(argv) = &t.command {
                         text.push_str(&format!("\n# {}\n", t.name));
-                        text.push_str(&kiln_engine::buildx::render(argv));
+                        text.push_str(&kiln_engine::driver::buildx::render(argv));
                     }
                 }
                 text

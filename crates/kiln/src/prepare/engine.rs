@@ -56,7 +56,7 @@ pub fn engine_error(e: EngineError, ep: &Endpoint) -> CliError {
 /// The buildx builder a `--driver buildx` run uses: `--builder`, then
 /// `KILN_BUILDER`, then `BUILDX_BUILDER`, then `default`; buildx runs as
 /// `$KILN_DOCKER` (default `docker` on the PATH).
-pub fn builder_spec(name: Option<&str>) -> kiln_engine::buildx::BuilderSpec {
+pub fn builder_spec(name: Option<&str>) -> kiln_engine::driver::buildx::BuilderSpec {
     let name = name
         .map(String::from)
         .or_else(|| {
@@ -65,7 +65,7 @@ pub fn builder_spec(name: Option<&str>) -> kiln_engine::buildx::BuilderSpec {
                 .filter(|b| !b.is_empty())
         })
         .unwrap_or_else(|| "default".into());
-    kiln_engine::buildx::BuilderSpec {
+    kiln_engine::driver::buildx::BuilderSpec {
         name,
         docker: std::env::var_os("KILN_DOCKER")
             .map(Into::into)

@@ -179,7 +179,7 @@ pub fn predictions(
     planned: &Planned,
     b: &BakeSettings,
     st: &StoreSettings,
-    builder: Option<&kiln_engine::buildx::BuilderSpec>,
+    builder: Option<&kiln_engine::driver::buildx::BuilderSpec>,
 ) -> Result<Vec<kiln_engine::keys::Prediction>, CliError> {
     let mut specs = Vec::new();
     let mut unbuildable = Vec::new();
@@ -200,7 +200,7 @@ pub fn predictions(
     if let Some(bs) = builder {
         // A plan never needs the builder: without it, nothing recorded can
         // be confirmed, and every target is predicted to build.
-        match rt.block_on(kiln_engine::buildx::BuildxDriver::connect(bs)) {
+        match rt.block_on(kiln_engine::driver::buildx::BuildxDriver::connect(bs)) {
             Ok(d) => match kiln_engine::driver::Driver::engine(&d) {
                 Some(e) => builder_engine = Some(e.clone()),
                 None => registry_only = Some(d.native_platform()),
@@ -214,7 +214,7 @@ pub fn predictions(
         if builder.is_some() {
             return builder_engine;
         }
-        let connect = kiln_engine::local::LocalEngine::connect(st.endpoint.clone());
+        let connect = kiln_engine::driver::local::LocalEngine::connect(st.endpoint.clone());
         match tokio::time::timeout(std::time::Duration::from_secs(10), connect).await {
             Ok(Ok(e)) => Some(e),
             Ok(Err(e)) => {

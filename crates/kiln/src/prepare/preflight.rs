@@ -73,7 +73,7 @@ pub fn check(
     specs: &[kiln_engine::BuildSpec],
     st: &StoreSettings,
     fleet: Option<FleetNodes<'_>>,
-    builder: Option<&kiln_engine::buildx::BuilderSpec>,
+    builder: Option<&kiln_engine::driver::buildx::BuilderSpec>,
     require_engine: bool,
 ) -> Result<Vec<Checked>, CliError> {
     let needs = needs(planned, specs);

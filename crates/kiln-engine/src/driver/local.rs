@@ -13,43 +13,12 @@ use futures_util::StreamExt;
 
 use kiln_util::error_chain;
 
+use super::{Built, Failed, Retry};
 use crate::context;
 use crate::error::EngineError;
 use crate::events::Reporter;
 use crate::spec::{BuildSpec, Endpoint};
-use crate::steps::{StepCounts, StepTracker};
-
-/// The result of one successful build.
-#[derive(Clone, Debug)]
-pub struct Built {
-    /// The image's identity (`crate::identity`).
-    pub image_id: String,
-    pub steps: StepCounts,
-    /// Layer-cache imports and exports and their outcome.
-    pub cache: Vec<crate::steps::CacheOp>,
-    /// Earlier tries that failed in a way another try may not (the
-    /// registry or BuildKit's concurrent pushes), each run again.
-    pub retries: Vec<Retry>,
-}
-
-/// A try of a build or a push that failed for a transient reason
-/// ([`transient_registry_failure`]) and was run again.
-#[derive(Clone, Debug)]
-pub struct Retry {
-    pub message: String,
-    pub start: std::time::Instant,
-    pub end: std::time::Instant,
-}
-
-/// A failed build with what the user needs to see.
-#[derive(Clone, Debug)]
-pub struct Failed {
-    pub message: String,
-    pub step: Option<String>,
-    pub log_tail: Vec<String>,
-    pub steps: StepCounts,
-    pub cache: Vec<crate::steps::CacheOp>,
-}
+use crate::steps::StepTracker;
 
 /// Where an engine keeps its images.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

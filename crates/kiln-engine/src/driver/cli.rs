@@ -13,9 +13,10 @@ use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::driver::{Built, Failed};
 use crate::error::EngineError;
 use crate::events::Reporter;
-use crate::local::{Built, Failed};
+use crate::proc::TempDir;
 use crate::spec::{BuildSpec, Endpoint, SecretSpec};
 use crate::steps::{PlainParser, StepTracker};
 
@@ -79,36 +80,6 @@ pub fn args(
     a
 }
 
-/// A private temporary directory (mode 0700), removed when dropped.
-pub struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    pub fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-
-    pub fn new(name: &str) -> Result<TempDir, EngineError> {
-        let path =
-            std::env::temp_dir().join(format!("kiln-{}-{}-{}", std::process::id(), name, unique()));
-        let mut b = std::fs::DirBuilder::new();
-        b.recursive(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            b.mode(0o700);
-        }
-        b.create(&path)
-            .map_err(|e| EngineError::io(path.display().to_string(), e))?;
-        Ok(TempDir(path))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Builds `spec` with the docker CLI; `jobs`, when set, is handed to the
 /// build as the secret `kiln-jobs` (`crate::jobs`); the CLI's progress is
 /// kept in `log` when given.
@@ -126,9 +97,9 @@ pub async fn build(
     reporter: &dyn Reporter,
     log: Option<&std::path::Path>,
 ) -> Result<Result<Built, Failed>, EngineError> {
-    let mut log = crate::driver::LogFile::create(log);
+    let mut log = crate::proc::LogFile::create(log);
     let dir = TempDir::new(&spec.name)?;
-    let tmp = &dir.0;
+    let tmp = dir.path();
     let df = tmp.join("Dockerfile");
     std::fs::write(&df, dockerfile).map_err(|e| EngineError::io(df.display().to_string(), e))?;
     let iid = tmp.join("iid");
@@ -160,8 +131,8 @@ pub async fn build(
                 endpoint.docker_cli.display()
             ))
         })?;
-    // The CLI and the buildx plugin it runs stop together (crate::children).
-    let _group = crate::children::Group::new(child.id());
+    // The CLI and the buildx plugin it runs stop together (crate::proc).
+    let _group = crate::proc::Group::new(child.id());
     let mut tracker = StepTracker::new(&spec.name);
     let mut parser = PlainParser::default();
     let mut tail = crate::steps::ClientTail::default();
@@ -208,12 +179,6 @@ pub async fn build(
             }))
         }
     }
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -274,5 +239,81 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    /// Whatever count a build is handed, its key is the same: the count
+    /// reaches the build only as a file behind `--secret id=kiln-jobs,src=`,
+    /// never as a build arg, and the manifest names no implicit secret.
+    #[test]
+    fn the_job_count_never_reaches_the_key() {
+        use crate::hashing::StatCache;
+        use crate::inputs::gather_for_build;
+        use crate::spec::Endpoint;
+
+        let dir = std::env::temp_dir().join(format!("kiln-jobs-key-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("main.c"), "int main(void) { return 0; }\n").unwrap();
+        let spec = BuildSpec {
+            name: "compile".into(),
+            context: dir.clone(),
+            dockerfile: dir.join("Dockerfile"),
+            dockerfile_inline: Some(
+                "FROM b\nCOPY main.c /src/\nRUN --mount=type=secret,id=kiln-jobs make -j\"$(cat /run/secrets/kiln-jobs 2>/dev/null || nproc)\" -C /src\n"
+                    .into(),
+            ),
+            args: [("A".to_string(), "x".to_string())].into(),
+            ..BuildSpec::default()
+        };
+        let ep = Endpoint {
+            host: "unix:///tmp/d.sock".into(),
+            docker_cli: "/usr/bin/docker".into(),
+        };
+        let cache = StatCache::default();
+        let none = BTreeMap::new();
+        let key = |s: &BuildSpec| {
+            let g = gather_for_build(s, "linux/amd64", &none, &none, &cache).unwrap();
+            assert!(g.jobs_secret);
+            assert!(g.manifest.secrets.is_empty(), "{:?}", g.manifest.secrets);
+            g.manifest.key()
+        };
+        let first = key(&spec);
+        for n in [1u32, 3, 64] {
+            let d = dir.join(format!("run-{n}"));
+            std::fs::create_dir_all(&d).unwrap();
+            let secret = crate::jobs::write_secret(&d, n).unwrap();
+            let argv = args(
+                &ep,
+                &spec,
+                "/tmp/Dockerfile",
+                &spec.args,
+                "kiln.local/compile:run",
+                "/tmp/iid",
+                std::slice::from_ref(&secret),
+            );
+            let src = secret.src.clone().unwrap();
+            let want = format!("id={},src={}", crate::jobs::SECRET_ID, src.display());
+            assert!(
+                argv.windows(2).any(|w| w[0] == "--secret" && w[1] == want),
+                "{argv:?}"
+            );
+            assert!(
+                !argv.iter().any(|a| a.contains(&format!("={n}"))),
+                "the count is no argument: {argv:?}"
+            );
+            assert_eq!(std::fs::read_to_string(&src).unwrap(), format!("{n}\n"));
+            assert_eq!(key(&spec), first, "{n} jobs, same key");
+        }
+        // The mount itself is part of the Dockerfile text, so it counts.
+        let plain = BuildSpec {
+            dockerfile_inline: Some(
+                "FROM b\nCOPY main.c /src/\nRUN make -j\"$(nproc)\" -C /src\n".into(),
+            ),
+            ..spec.clone()
+        };
+        let g = gather_for_build(&plain, "linux/amd64", &none, &none, &cache).unwrap();
+        assert!(!g.jobs_secret);
+        assert_ne!(g.manifest.key(), first);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
