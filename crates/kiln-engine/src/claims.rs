@@ -20,8 +20,6 @@ use std::time::{Duration, Instant};
 
 use kiln_store::{Claim, ClaimState, Claimant, Lookup, RecordStore, StoreError};
 
-use crate::error::EngineError;
-
 /// The lease when `KILN_CLAIM_TTL` does not set one.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
 
@@ -44,6 +42,28 @@ fn ttl_from(v: Option<&str>) -> Result<Option<Duration>, String> {
     }
 }
 
+/// How long a target waits for another run's claim on its key when
+/// `--claim-wait` (or `KILN_CLAIM_WAIT`) does not say: two hours — longer
+/// than most single targets of a deep stack take cold, and well inside the
+/// six hours a hosted CI job may run, so a job held back by a hung build
+/// still builds and finishes.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(2 * 3600);
+
+/// `--claim-wait` / `KILN_CLAIM_WAIT`: seconds a target waits at most for
+/// another run's claim (`0`: never waits, builds at once). `Err` says what
+/// is wrong with the value.
+pub fn wait_from(v: Option<&str>) -> Result<Duration, String> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(DEFAULT_WAIT),
+        Some(t) => match t.parse::<f64>() {
+            Ok(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s)),
+            _ => Err(format!(
+                "claim wait {t:?} is not a number of seconds (0 or more; 0 builds at once instead of waiting for another run)"
+            )),
+        },
+    }
+}
+
 /// Who this process is, for the claims it makes: `user@host pid N`.
 pub fn holder() -> String {
     let user = std::env::var("USER")
@@ -58,12 +78,31 @@ pub fn holder() -> String {
     format!("{user}@{host} pid {}", std::process::id())
 }
 
-/// What the run does about a key it missed.
-pub enum Decision {
-    /// Build it, holding this claim (`None`: without one).
-    Build(Option<Holding>),
-    /// The record appeared while waiting: look it up again.
-    Recorded { waited: Duration, holder: String },
+/// What claiming a key came to.
+pub enum Claimed {
+    /// This run holds the claim: it builds.
+    Won(Holding),
+    /// No claim was made (the store holds none, or failed to answer): the
+    /// run builds without one.
+    Without,
+    /// Another run holds the claim.
+    Held { generation: u64, claimant: Claimant },
+}
+
+/// What waiting for another run's claim came to.
+pub enum Waited {
+    /// The record appeared (or a damaged one, which the run repairs by
+    /// building): look it up again.
+    Recorded,
+    /// The holder stopped renewing and this run took the claim over: it
+    /// builds.
+    TookOver(Holding),
+    /// The claim ended without a record, or another waiter took it over:
+    /// claim again.
+    Again,
+    /// Stop waiting and build without a claim: the store failed, or the
+    /// wait reached its bound (said through `say`).
+    Build,
 }
 
 /// A claim this run holds while it builds; renewed in the background
@@ -161,140 +200,159 @@ fn poll_interval(ttl: Duration) -> Duration {
     (ttl / 8).clamp(Duration::from_millis(200), Duration::from_secs(2))
 }
 
-/// Claims `key` for `me`, or waits for the run that holds it: see the
-/// module docs. `say` tells the user what happens (who is waited for,
-/// a take-over); `unsupported` is called when the store holds no claims.
-pub async fn claim_or_wait(
+/// Claims `key` for `me` (see the module docs). `unsupported` is called
+/// when the store holds no claims; `say` tells the user when the store
+/// failed.
+pub async fn try_claim(
     store: &Arc<dyn RecordStore>,
     key: &str,
-    me: Claimant,
+    me: &Claimant,
     ttl: Duration,
     say: Arc<dyn Fn(String) + Send + Sync>,
     unsupported: impl FnOnce(),
-) -> Result<Decision, EngineError> {
-    let t0 = Instant::now();
-    let holding = |generation: u64| {
-        Decision::Build(Some(Holding::start(
+) -> Claimed {
+    let (k, m) = (key.to_string(), me.clone());
+    match call(store, move |s| s.claim(&k, &m)).await {
+        Ok(Claim::Won { generation }) => Claimed::Won(Holding::start(
             store.clone(),
             key.to_string(),
             generation,
             me.clone(),
             ttl,
-            say.clone(),
-        )))
-    };
-    let mut unsupported = Some(unsupported);
-    let mut last_said: Option<(u64, String)> = None;
+            say,
+        )),
+        Ok(Claim::Unsupported) => {
+            unsupported();
+            Claimed::Without
+        }
+        Ok(Claim::Held {
+            generation,
+            claimant,
+        }) => Claimed::Held {
+            generation,
+            claimant,
+        },
+        Err(e) => {
+            say(format!(
+                "could not claim key {key} ({e}); building without a claim (another run may build it too)"
+            ));
+            Claimed::Without
+        }
+    }
+}
+
+/// Waits for the run that holds `key` (`claimant`, at `generation`) until
+/// its record appears, its claim ends, it stops renewing (then this run
+/// takes the claim over), or `deadline` passes (then this run builds
+/// anyway: a holder that renews but never finishes — a hung build — must
+/// not hold every other run back for ever). `waiting_since` is when this
+/// run began waiting for the key, for what it says.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one caller (a target's task), each argument distinct"
+)]
+pub async fn wait_for(
+    store: &Arc<dyn RecordStore>,
+    key: &str,
+    me: &Claimant,
+    ttl: Duration,
+    say: Arc<dyn Fn(String) + Send + Sync>,
+    (generation, claimant): (u64, &Claimant),
+    waiting_since: Instant,
+    deadline: Instant,
+) -> Waited {
+    // Watch the claim: its beat must move within every lease.
+    let mut seen = (generation, claimant.beat);
+    let mut moved = Instant::now();
+    let mut reminded = Instant::now();
     loop {
-        let (k, m) = (key.to_string(), me.clone());
-        let (generation, claimant) = match call(store, move |s| s.claim(&k, &m)).await {
-            Ok(Claim::Won { generation }) => return Ok(holding(generation)),
-            Ok(Claim::Unsupported) => {
-                if let Some(f) = unsupported.take() {
-                    f();
-                }
-                return Ok(Decision::Build(None));
-            }
-            Ok(Claim::Held {
-                generation,
-                claimant,
-            }) => (generation, claimant),
+        let now = Instant::now();
+        if now >= deadline {
+            say(format!(
+                "stopped waiting for {} after {:.0} s (--claim-wait); building anyway: both runs build this key, and the record written first stands",
+                claimant.holder,
+                now.duration_since(waiting_since).as_secs_f64()
+            ));
+            return Waited::Build;
+        }
+        tokio::time::sleep(poll_interval(ttl).min(deadline - now)).await;
+        let k = key.to_string();
+        match call(store, move |s| s.get(&k)).await {
+            Ok(Lookup::Miss) => {}
+            // A record (or damage, which the run repairs by building).
+            Ok(_) => return Waited::Recorded,
             Err(e) => {
                 say(format!(
-                    "could not claim key {key} ({e}); building without a claim (another run may build it too)"
+                    "stopped waiting for {}: the record store failed ({e}); building",
+                    claimant.holder
                 ));
-                return Ok(Decision::Build(None));
+                return Waited::Build;
+            }
+        }
+        if Instant::now() >= deadline {
+            continue;
+        }
+        let k = key.to_string();
+        let newest = match call(store, move |s| s.newest_claim(&k)).await {
+            Ok(n) => n,
+            Err(e) => {
+                say(format!(
+                    "stopped waiting for {}: the record store failed ({e}); building",
+                    claimant.holder
+                ));
+                return Waited::Build;
             }
         };
-        if last_said.as_ref() != Some(&(generation, claimant.holder.clone())) {
-            say(format!(
-                "waiting for {} (run {}, node {}), which has been building this key since {}; its record will be used when it appears",
-                claimant.holder, claimant.run_id, claimant.node, claimant.since
-            ));
-            last_said = Some((generation, claimant.holder.clone()));
-        }
-        // Watch the claim: its beat must move within every lease.
-        let mut seen = (generation, claimant.beat);
-        let mut moved = Instant::now();
-        let mut reminded = Instant::now();
-        loop {
-            tokio::time::sleep(poll_interval(ttl)).await;
+        let Some((g, Some(c))) =
+            newest.filter(|(_, c)| c.as_ref().is_some_and(|c| c.state == ClaimState::Building))
+        else {
+            // Ended (done, failed), damaged or removed: a done claim means
+            // the record is there; else claim again.
             let k = key.to_string();
-            match call(store, move |s| s.get(&k)).await {
-                Ok(Lookup::Miss) => {}
-                // A record (or damage, which the run repairs by building).
-                Ok(_) => {
-                    return Ok(Decision::Recorded {
-                        waited: t0.elapsed(),
-                        holder: claimant.holder.clone(),
-                    });
-                }
-                Err(e) => {
-                    say(format!(
-                        "stopped waiting for {}: the record store failed ({e}); building",
-                        claimant.holder
-                    ));
-                    return Ok(Decision::Build(None));
-                }
+            if let Ok(Lookup::Hit(_)) = call(store, move |s| s.get(&k)).await {
+                return Waited::Recorded;
             }
-            let k = key.to_string();
-            let newest = match call(store, move |s| s.newest_claim(&k)).await {
-                Ok(n) => n,
+            return Waited::Again;
+        };
+        if (g, c.beat) != seen {
+            seen = (g, c.beat);
+            moved = Instant::now();
+            if g != generation {
+                // Someone else took it over: wait for them.
+                return Waited::Again;
+            }
+        } else if moved.elapsed() >= ttl {
+            say(format!(
+                "{} has not renewed its claim for {:.0} s (the lease); taking the build over",
+                c.holder,
+                ttl.as_secs_f64()
+            ));
+            let (k, m) = (key.to_string(), me.clone());
+            return match call(store, move |s| s.take_over(&k, g, &m)).await {
+                Ok(true) => Waited::TookOver(Holding::start(
+                    store.clone(),
+                    key.to_string(),
+                    g + 1,
+                    me.clone(),
+                    ttl,
+                    say,
+                )),
+                // Another waiter was first: wait for it.
+                Ok(false) => Waited::Again,
                 Err(e) => {
                     say(format!(
-                        "stopped waiting for {}: the record store failed ({e}); building",
-                        claimant.holder
+                        "could not take the claim over ({e}); building without a claim"
                     ));
-                    return Ok(Decision::Build(None));
+                    Waited::Build
                 }
             };
-            match newest {
-                Some((g, Some(c))) if c.state == ClaimState::Building => {
-                    if (g, c.beat) != seen {
-                        seen = (g, c.beat);
-                        moved = Instant::now();
-                        if g != generation {
-                            // Someone else took it over: wait for them.
-                            break;
-                        }
-                    } else if moved.elapsed() >= ttl {
-                        say(format!(
-                            "{} has not renewed its claim for {:.0} s (the lease); taking the build over",
-                            c.holder,
-                            ttl.as_secs_f64()
-                        ));
-                        let (k, m) = (key.to_string(), me.clone());
-                        match call(store, move |s| s.take_over(&k, g, &m)).await {
-                            Ok(true) => return Ok(holding(g + 1)),
-                            // Another waiter was first: wait for it.
-                            Ok(false) => break,
-                            Err(e) => {
-                                say(format!(
-                                    "could not take the claim over ({e}); building without a claim"
-                                ));
-                                return Ok(Decision::Build(None));
-                            }
-                        }
-                    } else if reminded.elapsed() >= Duration::from_secs(60) {
-                        reminded = Instant::now();
-                        say(format!(
-                            "still waiting for {} ({:.0} s so far; its claim is renewed)",
-                            c.holder,
-                            t0.elapsed().as_secs_f64()
-                        ));
-                    }
-                }
-                // Ended (done, failed), damaged or removed: claim again.
-                _ => break,
-            }
-        }
-        // A done claim means the record is there: look it up first.
-        let k = key.to_string();
-        if let Ok(Lookup::Hit(_)) = call(store, move |s| s.get(&k)).await {
-            return Ok(Decision::Recorded {
-                waited: t0.elapsed(),
-                holder: claimant.holder.clone(),
-            });
+        } else if reminded.elapsed() >= Duration::from_secs(60) {
+            reminded = Instant::now();
+            say(format!(
+                "still waiting for {} ({:.0} s so far; its claim is renewed)",
+                c.holder,
+                waiting_since.elapsed().as_secs_f64()
+            ));
         }
     }
 }
@@ -312,6 +370,17 @@ mod tests {
         for bad in ["soon", "-3", "0.5", "inf"] {
             let e = ttl_from(Some(bad)).unwrap_err();
             assert!(e.contains("KILN_CLAIM_TTL") && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_claim_wait_is_bounded_by_default_and_checked() {
+        assert_eq!(wait_from(None), Ok(DEFAULT_WAIT));
+        assert_eq!(wait_from(Some("90")), Ok(Duration::from_secs(90)));
+        assert_eq!(wait_from(Some("0")), Ok(Duration::ZERO));
+        for bad in ["soon", "-1", "inf"] {
+            let e = wait_from(Some(bad)).unwrap_err();
+            assert!(e.contains(bad), "{e}");
         }
     }
 

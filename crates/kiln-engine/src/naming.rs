@@ -44,6 +44,10 @@ mod tests {
         let id = "sha256:0123456789abcdef0123456789abcdef";
         assert_eq!(local_ref("App/x", id), "kiln.local/app-x:0123456789abcdef");
         assert_eq!(local_ref("app", "short"), "kiln.local/app:short");
+        assert_eq!(
+            local_ref("Pytorch.Base", "sha256:0123456789abcdef0123"),
+            "kiln.local/pytorch.base:0123456789abcdef"
+        );
         let spec = BuildSpec {
             name: "Web".into(),
             ..BuildSpec::default()

@@ -378,6 +378,11 @@ pub struct BuildArgs {
     /// (default: a warning that nothing will be recorded, and build).
     #[arg(long)]
     pub require_store: bool,
+    /// Wait at most this long for another run that holds the claim on a
+    /// target's key, then build it anyway (default 7200: two hours; 0
+    /// builds at once; docs/store-claims.md).
+    #[arg(long, value_name = "SECONDS", env = "KILN_CLAIM_WAIT")]
+    pub claim_wait: Option<String>,
     /// sccache's store, handed to every build as the BuildKit secret
     /// `kiln-sccache` (never a build arg): webdav(s)://HOST[:PORT]/PATH or
     /// s3://BUCKET[/PREFIX], credentials from the environment as for

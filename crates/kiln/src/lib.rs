@@ -92,6 +92,8 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 jobs: a.jobs,
                 fail_fast: a.fail_fast,
                 require_store: a.require_store,
+                claim_wait: kiln_engine::claims::wait_from(a.claim_wait.as_deref())
+                    .map_err(|e| CliError::usage(format!("--claim-wait: {e}")))?,
                 compiler_cache: a.compiler_cache.filter(|c| !c.is_empty()),
                 require_compiler_cache: a.require_compiler_cache,
                 force_recache: a.force_recache,

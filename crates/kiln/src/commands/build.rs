@@ -21,6 +21,8 @@ pub struct BuildSettings {
     pub jobs: usize,
     pub fail_fast: bool,
     pub require_store: bool,
+    /// `--claim-wait` (or `KILN_CLAIM_WAIT`).
+    pub claim_wait: std::time::Duration,
     pub push: bool,
     pub progress: Progress,
     pub format: Format,
@@ -685,6 +687,7 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let claim_ttl = kiln_engine::claims::ttl_from_env().map_err(CliError::usage)?;
     let opts = RunOptions {
         claim_ttl,
+        claim_wait: s.claim_wait,
         run_id: run_id.clone(),
         nodes,
         placement,
@@ -909,10 +912,25 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 }
             }
             t.push_str(&totals(&summary, nw > 0));
+            if let Some(why) = &summary.stopped {
+                t.push_str(&format!("the run stopped: {why}\n"));
+            }
             t
         }
     };
     crate::output::write(out, &text)?;
+    // The run stopped mid-way (its engine, store or a tool lost): what
+    // finished is recorded above; the exit code is the error's.
+    if let Some(e) = summary.stop_error.take() {
+        let e = std::sync::Arc::try_unwrap(e)
+            .unwrap_or_else(|shared| kiln_engine::EngineError::Tool(shared.to_string()));
+        let mut err = engine_error(e, &s.store.endpoint);
+        err.hint = Some(match err.hint.take() {
+            Some(h) => format!("{h}; what finished before the run stopped is recorded and is skipped next time"),
+            None => "what finished before the run stopped is recorded (kiln report, kiln history) and is skipped next time".into(),
+        });
+        return Err(err);
+    }
     if summary.failed() {
         let n = summary.targets.iter().filter(|t| !t.status.ok()).count();
         return Err(CliError {

@@ -1,0 +1,853 @@
+//! One target's life on its node, in two steps: [`look_up`] decides
+//! (its key recorded and its image at hand: a skip; else a claim on the
+//! key, taken with a build slot in hand, or a bounded wait for the run that
+//! holds it), and [`build_and_record`] builds it and records the build.
+//! [`process`] runs both for the scheduler and hands back a [`Done`];
+//! [`warm`] looks ahead for a run where much is recorded.
+//!
+//! Must never: start another target, or decide anything about the run as a
+//! whole (stopping, blocking dependents, moving a target to another node):
+//! that is the scheduler's, from the `Done` it gets back.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use kiln_store::{Lookup, Record};
+use tokio::sync::SemaphorePermit;
+
+use super::handover::{Outputs, engine_for, upstream_outputs};
+use super::nodes::{Node, node_jobs};
+use super::shared::{RunOptions, Shared, log_path, store_call};
+use super::summary::now_rfc3339;
+use crate::claims::{Claimed, Waited};
+use crate::driver::{BuildRequest, Built, Failed};
+use crate::error::EngineError;
+use crate::events::Event;
+use crate::keys::{Keyed, key_on};
+use crate::naming::{by_digest, local_ref};
+use crate::spec::BuildSpec;
+
+/// What happened to one target.
+pub(super) enum Outcome {
+    /// Built: the image, pushed `(reference, digest)` pairs.
+    Built(Built, Vec<(String, String)>),
+    /// Skipped: the recorded image id, its registry digest, why; where it
+    /// was pulled from and which rebuilt upstreams it was cut off by.
+    Skipped {
+        image_id: String,
+        digest: Option<String>,
+        pushed: Vec<(String, String)>,
+        reason: String,
+        pulled: Option<String>,
+        cutoff_by: Vec<String>,
+    },
+    Failed(Failed),
+}
+
+pub(super) struct Done {
+    pub(super) node: usize,
+    pub(super) handed: BTreeMap<String, String>,
+    pub(super) index: usize,
+    pub(super) outcome: Result<Outcome, EngineError>,
+    pub(super) keyed: Option<Keyed>,
+    /// The job count handed to the build, if it was handed one.
+    pub(super) jobs: Option<u32>,
+    /// The node's build slot it ran in, if it took one.
+    pub(super) slot: Option<usize>,
+    /// Why it was built (what changed since its last record).
+    pub(super) changes: Vec<String>,
+    pub(super) duration_s: f64,
+    /// When it started (took its slot, when it built) and ended, in
+    /// seconds since the run started.
+    pub(super) start_s: f64,
+    pub(super) end_s: f64,
+}
+
+/// One target: its key, then [`look_up`] and, unless that skips it,
+/// [`build_and_record`]; the claim it took is ended by the outcome.
+pub(super) async fn process(
+    sh: &Shared,
+    k: usize,
+    i: usize,
+    outputs: &HashMap<String, String>,
+    hand_over: &BTreeMap<String, String>,
+    rebuilt: &[String],
+) -> (Result<Outcome, EngineError>, Option<Keyed>, Held) {
+    let spec = &sh.specs[i];
+    let node = &sh.nodes[k];
+    // The warm-up's key, when it assumed the outputs the upstreams have
+    // now and nothing has been built or pulled since (it keyed on node 0's
+    // resolver: single-engine runs only).
+    let warmed = sh
+        .warmed
+        .get()
+        .filter(|_| k == 0 && !sh.busy.load(std::sync::atomic::Ordering::Relaxed))
+        .and_then(|m| m.get(&spec.name))
+        .filter(|(assumed, _)| *assumed == upstream_outputs(spec, outputs))
+        .map(|(_, keyed)| keyed.clone());
+    let keyed = match warmed {
+        Some(keyed) => keyed,
+        None => match key_on(
+            &node.resolver,
+            spec,
+            &sh.specs,
+            outputs,
+            sh.opts.stat_cache.clone(),
+        )
+        .await
+        {
+            Ok(k) => k,
+            Err(e) => return (Err(e), None, Held::default()),
+        },
+    };
+    sh.reporter.event(&Event::Key {
+        target: spec.name.clone(),
+        key: keyed.key.clone(),
+        files: keyed.stats.files,
+        read_files: keyed.stats.read_files,
+        read_bytes: keyed.stats.read_bytes,
+    });
+    let mut held = Held::default();
+    let mut side = ClaimSide::default();
+    let outcome = match serde_json::to_value(&keyed.manifest) {
+        Err(e) => Err(EngineError::Input(format!(
+            "encoding the input manifest: {e}"
+        ))),
+        Ok(inputs) => match look_up(sh, node, spec, &keyed, &inputs, rebuilt, &mut side).await {
+            Ok(Decided::Skip(o)) => Ok(o),
+            Ok(Decided::Build { force, permit }) => {
+                let target = Target {
+                    sh,
+                    node,
+                    spec,
+                    keyed: &keyed,
+                };
+                target
+                    .build_and_record(inputs, hand_over, force, permit, &mut held)
+                    .await
+            }
+            Err(e) => Err(e),
+        },
+    };
+    let outcome = side.finish(outcome).await;
+    (outcome, Some(keyed), held)
+}
+
+/// What [`look_up`] decided.
+enum Decided<'a> {
+    /// Not built: its recorded image is at hand.
+    Skip(Outcome),
+    /// Built: `force` overwrites a record (forced, or a record that could
+    /// not be used); `permit` is the build slot, when it was taken to claim
+    /// the key.
+    Build {
+        force: bool,
+        permit: Option<SemaphorePermit<'a>>,
+    },
+}
+
+/// Looks the key up: a hit whose image is at hand is a skip; a miss is
+/// claimed — with a build slot in hand, so no other run waits on a build
+/// that has not started — or, when another run holds the claim, waited
+/// for without a slot, for at most `--claim-wait`, then looked up again.
+async fn look_up<'a>(
+    sh: &Shared,
+    node: &'a Node,
+    spec: &BuildSpec,
+    keyed: &Keyed,
+    inputs: &serde_json::Value,
+    rebuilt: &[String],
+    side: &mut ClaimSide,
+) -> Result<Decided<'a>, EngineError> {
+    let warn = |message: String| {
+        sh.reporter.event(&Event::Warning {
+            target: spec.name.clone(),
+            message,
+        })
+    };
+    let force = sh.opts.force;
+    if !keyed.volatile.is_empty() {
+        warn(format!("always built: {}", keyed.volatile.join("; ")));
+    }
+    // A key that cannot vouch for every input never skips.
+    let Some(key) = keyed
+        .key
+        .clone()
+        .filter(|_| !force && keyed.volatile.is_empty())
+    else {
+        return Ok(Decided::Build {
+            force,
+            permit: None,
+        });
+    };
+    loop {
+        match lookup(sh, &key, &warn).await? {
+            Lookup::Hit(entry) => {
+                let rec = entry.record;
+                return Ok(
+                    match skip_on(sh, node, spec, rec, inputs.clone(), rebuilt, &key).await? {
+                        Some(o) => Decided::Skip(o),
+                        None => Decided::Build {
+                            force: true,
+                            permit: None,
+                        },
+                    },
+                );
+            }
+            Lookup::Corrupt(why) => {
+                warn(format!(
+                    "the record for {key} is damaged ({why}); treating it as a miss, rebuilding and repairing it"
+                ));
+                return Ok(Decided::Build {
+                    force: true,
+                    permit: None,
+                });
+            }
+            Lookup::Miss => {}
+        }
+        let Some(me) = claimant(sh, node, spec).await else {
+            return Ok(Decided::Build {
+                force,
+                permit: None,
+            });
+        };
+        let permit = node.slots.acquire().await.map_err(closed)?;
+        let ttl = sh.opts.claim_ttl.unwrap_or(crate::claims::DEFAULT_TTL);
+        let (generation, holder) =
+            match crate::claims::try_claim(&sh.opts.store, &key, &me, ttl, say(sh, spec), || {
+                claims_unsupported(sh)
+            })
+            .await
+            {
+                Claimed::Won(h) => {
+                    side.holding = Some(h);
+                    return Ok(Decided::Build {
+                        force,
+                        permit: Some(permit),
+                    });
+                }
+                Claimed::Without => {
+                    return Ok(Decided::Build {
+                        force,
+                        permit: Some(permit),
+                    });
+                }
+                Claimed::Held {
+                    generation,
+                    claimant,
+                } => (generation, claimant),
+            };
+        // Waiting takes no build slot: other targets build meanwhile.
+        drop(permit);
+        let since = *side.waiting_since.get_or_insert_with(Instant::now);
+        if side.waited_for.as_deref() != Some(holder.holder.as_str()) {
+            say(sh, spec)(format!(
+                "waiting for {} (run {}, node {}), which has been building this key since {}; its record will be used when it appears (at most {} s, --claim-wait)",
+                holder.holder,
+                holder.run_id,
+                holder.node,
+                holder.since,
+                sh.opts.claim_wait.as_secs()
+            ));
+            side.waited_for = Some(holder.holder.clone());
+        }
+        let deadline = since + sh.opts.claim_wait;
+        match crate::claims::wait_for(
+            &sh.opts.store,
+            &key,
+            &me,
+            ttl,
+            say(sh, spec),
+            (generation, &holder),
+            since,
+            deadline,
+        )
+        .await
+        {
+            Waited::Recorded => {
+                side.waited = Some((holder.holder.clone(), since.elapsed()));
+                continue;
+            }
+            Waited::Again => continue,
+            Waited::TookOver(h) => {
+                side.holding = Some(h);
+                return Ok(Decided::Build {
+                    force,
+                    permit: None,
+                });
+            }
+            Waited::Build => {
+                return Ok(Decided::Build {
+                    force,
+                    permit: None,
+                });
+            }
+        }
+    }
+}
+
+fn closed(e: tokio::sync::AcquireError) -> EngineError {
+    EngineError::Build(format!("build slots closed: {e}"))
+}
+
+/// Looks `key` up. A store that cannot be read is a miss with a warning
+/// (the target builds), unless --require-store makes it the run's error.
+/// After the first such failure the store is not asked again in this run:
+/// one warning, and no timeout paid per target.
+async fn lookup(sh: &Shared, key: &str, warn: &impl Fn(String)) -> Result<Lookup, EngineError> {
+    if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(Lookup::Miss);
+    }
+    let k = key.to_string();
+    match store_call(&sh.opts.store, move |s| s.get(&k)).await {
+        Ok(l) => Ok(l),
+        Err(e) if sh.opts.require_store => Err(e),
+        Err(e) => {
+            if !sh
+                .store_down
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                warn(format!(
+                    "{e}; the store is not asked again in this run: every target is looked up as a miss, so it builds"
+                ));
+            }
+            Ok(Lookup::Miss)
+        }
+    }
+}
+
+/// A hit: skips on the recorded image where it can be had (on the engine,
+/// pulled from the registry by digest, or in the registry alone for a
+/// builder that keeps no image store); `None`, with a warning, when it
+/// cannot — the target is then rebuilt.
+async fn skip_on(
+    sh: &Shared,
+    node: &Node,
+    spec: &BuildSpec,
+    rec: Record,
+    inputs: serde_json::Value,
+    rebuilt: &[String],
+    key: &str,
+) -> Result<Option<Outcome>, EngineError> {
+    use crate::keys::Located;
+    let warn = |message: String| {
+        sh.reporter.event(&Event::Warning {
+            target: spec.name.clone(),
+            message,
+        })
+    };
+    let engine = engine_for(node, spec);
+    let located = crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await;
+    if matches!(located, Located::Registry(_)) && engine.is_some() {
+        // A pull takes time: the warm-up's keys are not reused after it.
+        sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let from = match &located {
+        Located::Engine {
+            source,
+            unique_tagged,
+        } => Source {
+            reference: source.clone(),
+            unique_tagged: *unique_tagged,
+            pulled: false,
+        },
+        // A builder that keeps no image store skips on what the registry
+        // holds: nothing to pull.
+        Located::Registry(r) if engine.is_none() => Source {
+            reference: r.clone(),
+            unique_tagged: true,
+            pulled: false,
+        },
+        // Pushed when it was built and still in the registry: pull it by
+        // digest instead of building it again.
+        Located::Registry(r) => match pull_recorded(node, &rec, r).await {
+            Ok(()) => Source {
+                reference: r.clone(),
+                unique_tagged: false,
+                pulled: true,
+            },
+            Err(why) => {
+                warn(format!(
+                    "the record for {key} names image {}, pushed as {r}, but {why}; rebuilding",
+                    rec.image_id
+                ));
+                return Ok(None);
+            }
+        },
+        Located::Gone if engine.is_none() => {
+            warn(format!(
+                "the record for {key} names image {}, which no registry holds any more; rebuilding",
+                rec.image_id
+            ));
+            return Ok(None);
+        }
+        Located::Gone => {
+            warn(format!(
+                "the record for {key} names image {}, which the engine no longer has and no registry holds; rebuilding",
+                rec.image_id
+            ));
+            return Ok(None);
+        }
+    };
+    adopt(sh, node, spec, rec, inputs, rebuilt, from)
+        .await
+        .map(Some)
+}
+
+/// The claimant this run is for `spec`'s key, or `None` when no claim is
+/// made: claims are off, the store is down or takes no writes.
+async fn claimant(sh: &Shared, node: &Node, spec: &BuildSpec) -> Option<kiln_store::Claimant> {
+    sh.opts.claim_ttl?;
+    if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) || sh.writable().await.is_err() {
+        return None;
+    }
+    Some(kiln_store::Claimant {
+        holder: crate::claims::holder(),
+        run_id: sh.opts.run_id.clone(),
+        target: spec.name.clone(),
+        node: node.name.clone(),
+        since: now_rfc3339(),
+        beat: 0,
+        state: kiln_store::ClaimState::Building,
+    })
+}
+
+/// How claims speak for `spec`: as its waiting line.
+fn say(sh: &Shared, spec: &BuildSpec) -> std::sync::Arc<dyn Fn(String) + Send + Sync> {
+    let (reporter, target) = (sh.reporter.clone(), spec.name.clone());
+    std::sync::Arc::new(move |message| {
+        reporter.event(&Event::Waiting {
+            target: target.clone(),
+            message,
+        })
+    })
+}
+
+/// The store holds no claims: said once per run.
+fn claims_unsupported(sh: &Shared) {
+    if !sh
+        .claims_unsupported
+        .swap(true, std::sync::atomic::Ordering::Relaxed)
+    {
+        sh.reporter.event(&Event::Warning {
+            target: String::new(),
+            message: format!(
+                "record store {} cannot hold claims (it has no create-if-absent), so a run started at the same time may build the same keys too (docs/store-claims.md)",
+                sh.opts.store.location()
+            ),
+        });
+    }
+}
+
+/// A target to build, on its node, with its key.
+struct Target<'a> {
+    sh: &'a Shared,
+    node: &'a Node,
+    spec: &'a BuildSpec,
+    keyed: &'a Keyed,
+}
+
+impl Target<'_> {
+    fn warn(&self, message: String) {
+        self.sh.reporter.event(&Event::Warning {
+            target: self.spec.name.clone(),
+            message,
+        })
+    }
+
+    /// Builds the target in a build slot (`permit`, or one taken now) and
+    /// records the build under its key (`force`: over a record there).
+    async fn build_and_record(
+        &self,
+        inputs: serde_json::Value,
+        hand_over: &BTreeMap<String, String>,
+        force: bool,
+        permit: Option<SemaphorePermit<'_>>,
+        held: &mut Held,
+    ) -> Result<Outcome, EngineError> {
+        let Target {
+            sh,
+            node,
+            spec,
+            keyed,
+        } = *self;
+        sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+        held.changes = changes_since_last(sh, spec, keyed, force).await;
+        // Before the first build of the run: can what is built be recorded?
+        // Said once; a run that builds nothing never asks.
+        let recordable = sh.writable().await.is_ok();
+        let _permit = match permit {
+            Some(p) => p,
+            None => node.slots.acquire().await.map_err(closed)?,
+        };
+        let jobs = if keyed.jobs_secret {
+            Some(node_jobs(node, sh.opts.gb_per_job, sh.reporter.as_ref(), &spec.name).await)
+        } else {
+            None
+        };
+        let lane = node.take_lane();
+        held.slot = Some(lane.index);
+        held.slot_taken = Some(Instant::now());
+        held.jobs = jobs;
+        sh.reporter.event(&Event::TargetStarted {
+            target: spec.name.clone(),
+            driver: node.driver.kind(spec, keyed.jobs_secret).into(),
+            node: node.name.clone(),
+            slot: held.slot,
+        });
+        let t0 = Instant::now();
+        // Registry-resolved base images are built from the digest the key
+        // names.
+        let mut hand_over = hand_over.clone();
+        for (image, pin) in &keyed.pins {
+            hand_over
+                .entry(image.clone())
+                .or_insert_with(|| pin.clone());
+        }
+        let outcome = node
+            .driver
+            .build(BuildRequest {
+                spec,
+                hand_over: &hand_over,
+                run_id: &sh.opts.run_id,
+                jobs,
+                reporter: sh.reporter.as_ref(),
+                log: log_path(&sh.opts, &spec.name).as_deref(),
+            })
+            .await?;
+        let (built, pushed) = match outcome {
+            Ok(x) => x,
+            Err(f) => return Ok(Outcome::Failed(f)),
+        };
+        for op in built
+            .cache
+            .iter()
+            .filter(|o| o.kind == "export" && o.outcome != "ok")
+        {
+            self.warn(format!(
+                "the layer-cache export failed ({}); the image is built, but a cold builder will rebuild this target's discarded stages until an export succeeds (ignore-error=true only kept it from failing the build)",
+                op.error.as_deref().unwrap_or(op.outcome)
+            ));
+        }
+        if recordable {
+            self.record(&built, &pushed, inputs, force, t0.elapsed())
+                .await?;
+        }
+        Ok(Outcome::Built(built, pushed))
+    }
+
+    /// Records a build under its key (a target without one, a run without
+    /// a writable store: nothing).
+    async fn record(
+        &self,
+        built: &Built,
+        pushed: &[(String, String)],
+        inputs: serde_json::Value,
+        force: bool,
+        took: Duration,
+    ) -> Result<(), EngineError> {
+        let Target {
+            sh,
+            node,
+            spec,
+            keyed,
+        } = *self;
+        let Some(key) = keyed.key.as_ref() else {
+            return Ok(());
+        };
+        let record = Record {
+            format: kiln_store::FORMAT.into(),
+            key: key.clone(),
+            target: spec.name.clone(),
+            image_id: built.image_id.clone(),
+            image_ref: Some(match (engine_for(node, spec), pushed.first()) {
+                (None, Some((r, d))) => by_digest(r, d),
+                _ => local_ref(&spec.name, &built.image_id),
+            }),
+            digest: pushed.first().map(|(_, d)| d.clone()),
+            tags: spec.tags.clone(),
+            platform: Some(keyed.manifest.platform.clone()),
+            built_at: now_rfc3339(),
+            node: node.name.clone(),
+            duration_s: (took.as_secs_f64() * 1000.0).round() / 1000.0,
+            steps_total: built.steps.total as u64,
+            steps_cached: built.steps.cached as u64,
+            inputs_digest: kiln_store::digest(&kiln_store::payload_bytes(&inputs)),
+            check: None,
+        };
+        match store_call(&sh.opts.store, move |s| s.put(&record, &inputs, force)).await {
+            Ok(_) => Ok(()),
+            // --require-store: a build that cannot be recorded stops the
+            // run, as a store that cannot be written does at its start.
+            Err(e) if sh.opts.require_store => Err(EngineError::Store(format!(
+                "target {}: the build succeeded but could not be recorded, and --require-store was given: {e}",
+                spec.name
+            ))),
+            Err(e) => {
+                self.warn(format!(
+                    "the build succeeded but could not be recorded ({e}); the next run will build it again"
+                ));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What the claim on a target's key came to (cross-run deduplication,
+/// `crate::claims`).
+#[derive(Default)]
+struct ClaimSide {
+    /// This run's claim while it builds.
+    holding: Option<crate::claims::Holding>,
+    /// Whom this run waited for, and how long, before the record appeared.
+    waited: Option<(String, Duration)>,
+    /// When this target began waiting for another run's claim (the bound
+    /// counts from here, across holders).
+    waiting_since: Option<Instant>,
+    /// The holder last said to be waited for (said once per holder).
+    waited_for: Option<String>,
+}
+
+impl ClaimSide {
+    /// Ends this run's claim by the outcome (`done` when built, else
+    /// `failed`: a waiter builds it), and tells in a skip's reason whom
+    /// this run waited for.
+    async fn finish(mut self, mut r: Result<Outcome, EngineError>) -> Result<Outcome, EngineError> {
+        if let (Ok(Outcome::Skipped { reason, .. }), Some((holder, waited))) =
+            (&mut r, &self.waited)
+        {
+            reason.push_str(&format!(
+                "; built by {holder} while this run waited {:.0} s",
+                waited.as_secs_f64()
+            ));
+        }
+        if let Some(h) = self.holding.take() {
+            let state = match &r {
+                Ok(Outcome::Built(..)) => kiln_store::ClaimState::Done,
+                _ => kiln_store::ClaimState::Failed,
+            };
+            h.end(state).await;
+        }
+        r
+    }
+}
+
+/// What a target's build held while it ran.
+#[derive(Default)]
+pub(super) struct Held {
+    /// The job count handed to the build, if it was handed one.
+    pub(super) jobs: Option<u32>,
+    /// The node's build slot (lane) it ran in, if it took one.
+    pub(super) slot: Option<usize>,
+    /// Why it was built: what changed since its last recorded build.
+    pub(super) changes: Vec<String>,
+    /// When it took its build slot.
+    pub(super) slot_taken: Option<Instant>,
+}
+
+/// Why a target is built, as `kiln why` says it: its inputs against its
+/// last recorded build (one line each), `never built` without one, and
+/// `--force` when forced. Best effort: a store that does not answer gives
+/// no lines.
+async fn changes_since_last(
+    sh: &Shared,
+    spec: &BuildSpec,
+    keyed: &Keyed,
+    force: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if sh.opts.force {
+        out.push("--force: built even though its key may be recorded".to_string());
+    } else if force {
+        out.push(
+            "its record could not be used (a damaged record, or its image is gone): rebuilt"
+                .to_string(),
+        );
+    }
+    if !keyed.volatile.is_empty() {
+        out.push(format!("always built: {}", keyed.volatile.join("; ")));
+    }
+    let name = spec.name.clone();
+    match store_call(&sh.opts.store, move |s| s.latest(&name)).await {
+        Ok(Lookup::Hit(e)) => {
+            if let Ok(m) = serde_json::from_value::<kiln_plan::key::InputManifest>(e.inputs) {
+                out.extend(
+                    kiln_plan::key::diff(&m, &keyed.manifest)
+                        .iter()
+                        .map(|c| c.to_string()),
+                );
+            }
+        }
+        Ok(Lookup::Miss) => out.push("never built before (no record of this target)".into()),
+        _ => {}
+    }
+    out
+}
+
+/// Where a recorded image was found on the engine: a reference the engine
+/// knows that names it, and how it got there.
+struct Source {
+    reference: String,
+    /// The unique reference already points at it.
+    unique_tagged: bool,
+    /// Pulled from the registry in this run (by `reference`, a digest).
+    pulled: bool,
+}
+
+/// A hit whose image the engine holds: no build. Restores the unique
+/// reference and any requested tag that no longer points at the image,
+/// pushes when asked, and refreshes the target's latest-record pointer.
+async fn adopt(
+    sh: &Shared,
+    node: &Node,
+    spec: &BuildSpec,
+    rec: Record,
+    inputs: serde_json::Value,
+    rebuilt: &[String],
+    from: Source,
+) -> Result<Outcome, EngineError> {
+    let id = rec.image_id.clone();
+    let unique = local_ref(&spec.name, &id);
+    let mut retagged = Vec::new();
+    if let Some(engine) = engine_for(node, spec) {
+        let to_check = (!from.unique_tagged).then_some(&unique);
+        for t in to_check.into_iter().chain(spec.tags.iter()) {
+            if engine.image_id(t).await.as_deref() != Some(id.as_str()) {
+                engine.tag(&from.reference, t).await?;
+                if t != &unique {
+                    retagged.push(t.clone());
+                }
+            }
+        }
+    }
+    let pulled = from.pulled.then(|| from.reference.clone());
+    let mut pushed = Vec::new();
+    if spec.push {
+        for t in &spec.tags {
+            // A tag the registry already has at the recorded digest needs
+            // no push: nothing moves, and on the containerd image store an
+            // image that BuildKit only read (a named context) may lack
+            // blobs that a push would need ("missing content").
+            let current = match (node.resolver.registry(), &rec.digest) {
+                (Some(r), Some(d)) => match r.resolve(t).await {
+                    Ok(crate::registry::Resolution::Found(have)) if &have == d => Some(have),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let digest = match (current, engine_for(node, spec)) {
+                (Some(d), _) => d,
+                (None, Some(engine)) => engine.push(t, &spec.name, sh.reporter.as_ref()).await?.0,
+                // No engine: the tag is pointed at the recorded image in
+                // the registry itself.
+                (None, None) => {
+                    node.driver.retag(&from.reference, t).await?;
+                    retagged.push(t.clone());
+                    rec.digest.clone().unwrap_or_default()
+                }
+            };
+            sh.reporter.event(&Event::Pushed {
+                target: spec.name.clone(),
+                reference: t.clone(),
+                digest: digest.clone(),
+            });
+            pushed.push((t.clone(), digest));
+        }
+    }
+    let mut reason = if rebuilt.is_empty() {
+        "up to date".to_string()
+    } else {
+        format!(
+            "early cutoff: {} rebuilt to an identical image",
+            rebuilt.join(", ")
+        )
+    };
+    if let Some(p) = &pulled {
+        reason.push_str(&format!(" (pulled {p})"));
+    }
+    if !retagged.is_empty() {
+        reason.push_str(&format!(" (re-tagged {})", retagged.join(", ")));
+    }
+    let digest = rec.digest.clone();
+    let _ = store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, false)).await;
+    Ok(Outcome::Skipped {
+        image_id: id,
+        digest,
+        pushed,
+        reason,
+        pulled,
+        cutoff_by: rebuilt.to_vec(),
+    })
+}
+
+/// Pulls a recorded image the engine lacks from `reference` (its
+/// `repo@digest`); done once the pulled image has the recorded identity.
+async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> Result<(), String> {
+    let Some(engine) = &node.engine else {
+        return Err("the builder keeps no image store to pull it into".into());
+    };
+    engine
+        .pull(reference)
+        .await
+        .map_err(|e| format!("pulling it failed ({e})"))?;
+    match engine.image_id(reference).await {
+        Some(id) if id == rec.image_id => Ok(()),
+        Some(id) => Err(format!("the pulled image is {id}, not the recorded one")),
+        None => Err("the engine does not show the pulled image".into()),
+    }
+}
+
+/// Asks the engine at once about every image a skip will check, so a run
+/// where much is recorded waits for one round of image lookups instead of
+/// one per level of the graph. It follows the records the way the run will
+/// (a hit's recorded image is its output for its dependents' keys) but
+/// decides nothing: the run still looks up and locates every target itself,
+/// and what changes between here and there (a record that turns out stale,
+/// an image that is gone) is found then. The keys it computes are returned
+/// with the upstream outputs each assumed: the run reuses a key only when
+/// the upstreams really came out that way. Errors only end the guess.
+pub(super) async fn warm(
+    node: &Node,
+    specs: &[BuildSpec],
+    opts: &RunOptions,
+) -> HashMap<String, (Outputs, Keyed)> {
+    let mut warmed = HashMap::new();
+    let Some(engine) = &node.engine else {
+        return warmed;
+    };
+    let mut outputs: HashMap<String, String> = HashMap::new();
+    let mut refs: Vec<String> = Vec::new();
+    for spec in specs {
+        let Ok(keyed) = key_on(
+            &node.resolver,
+            spec,
+            specs,
+            &outputs,
+            opts.stat_cache.clone(),
+        )
+        .await
+        else {
+            continue;
+        };
+        warmed.insert(
+            spec.name.clone(),
+            (upstream_outputs(spec, &outputs), keyed.clone()),
+        );
+        let Some(key) = keyed.key.filter(|_| keyed.volatile.is_empty()) else {
+            continue;
+        };
+        match store_call(&opts.store, move |s| s.get(&key)).await {
+            Ok(Lookup::Hit(entry)) => {
+                refs.push(local_ref(&spec.name, &entry.record.image_id));
+                outputs.insert(spec.name.clone(), entry.record.image_id);
+            }
+            Ok(_) => {}
+            // A store that does not answer: the run finds out (and says so)
+            // itself; the guess stops here rather than wait per target.
+            Err(_) => break,
+        }
+    }
+    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+    engine.prefetch(&refs).await;
+    warmed
+}
