@@ -311,8 +311,18 @@ pub fn terminate_all(grace: std::time::Duration) {
 
 // ---- Temporary directories and log files ----
 
-/// A private temporary directory (mode 0700), removed when dropped.
+/// A private temporary directory (mode 0700), removed when dropped — or by
+/// [`remove_temp_dirs`] when the process exits without unwinding (a
+/// second signal), since it may hold a secret (the job count, the compiler
+/// cache's credentials).
 pub struct TempDir(std::path::PathBuf);
+
+fn temp_dirs() -> &'static std::sync::Mutex<std::collections::HashSet<std::path::PathBuf>> {
+    static DIRS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashSet<std::path::PathBuf>>,
+    > = std::sync::OnceLock::new();
+    DIRS.get_or_init(Default::default)
+}
 
 impl TempDir {
     pub fn path(&self) -> &std::path::Path {
@@ -331,6 +341,9 @@ impl TempDir {
         }
         b.create(&path)
             .map_err(|e| EngineError::io(path.display().to_string(), e))?;
+        if let Ok(mut d) = temp_dirs().lock() {
+            d.insert(path.clone());
+        }
         Ok(TempDir(path))
     }
 }
@@ -338,6 +351,21 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        if let Ok(mut d) = temp_dirs().lock() {
+            d.remove(&self.0);
+        }
+    }
+}
+
+/// Removes every temporary directory still alive: for a process about to
+/// exit without running destructors.
+pub fn remove_temp_dirs() {
+    let dirs: Vec<std::path::PathBuf> = temp_dirs()
+        .lock()
+        .map(|mut d| d.drain().collect())
+        .unwrap_or_default();
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
     }
 }
 
@@ -463,5 +491,22 @@ mod tests {
             e.to_string().starts_with("cannot run kiln-no-such-program"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn temp_dirs_are_private_and_removed_on_drop_or_at_exit() {
+        let a = TempDir::new("proc-test").unwrap();
+        let b = TempDir::new("proc-test").unwrap();
+        assert_ne!(a.path(), b.path());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(a.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let (pa, pb) = (a.path().to_path_buf(), b.path().to_path_buf());
+        drop(a);
+        assert!(!pa.exists());
+        // An exit that runs no destructor still removes what is left.
+        remove_temp_dirs();
+        assert!(!pb.exists());
+        drop(b);
     }
 }

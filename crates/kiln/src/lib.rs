@@ -14,6 +14,7 @@ pub mod output;
 pub mod prepare;
 pub mod report;
 pub mod settings;
+pub mod signals;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -3615,3 +3615,447 @@ fn a_terminal_shows_each_slot_and_the_queue_while_the_run_goes() {
     assert!(text.contains("TARGET"), "the summary follows: {text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--fail-fast` stops a running build, and the stopped target still ends
+/// with a finished event (`blocked`, "stopped by --fail-fast"): every
+/// target in the summary has exactly one, so a live view draws no
+/// "building" line after the run.
+#[test]
+fn fail_fast_ends_every_stopped_target_with_a_finished_event() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("ff");
+    let bake = r#"
+target "_c" { network = "host" }
+target "fails" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.fail"
+}
+target "slow" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.slow"
+}
+group "default" { targets = ["fails", "slow"] }
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.fail",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 2 && echo {salt} && exit 7\n"),
+        ),
+        (
+            "Dockerfile.slow",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 30 && echo {salt} > /slow\n"),
+        ),
+    ]);
+    let args = [
+        "build",
+        "--progress",
+        "json",
+        "--format",
+        "json",
+        "--fail-fast",
+        "--jobs",
+        "2",
+    ];
+    let o = kiln(&dir, &host, &args, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", failure(&o));
+    let s = summary(&o);
+    assert_eq!(target(&s, "fails")["status"], "failed", "{s}");
+    assert_eq!(target(&s, "slow")["status"], "blocked", "{s}");
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let finished = |t: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|e| e["event"] == "target-finished" && e["target"] == t)
+            .collect()
+    };
+    for t in ["fails", "slow"] {
+        assert_eq!(finished(t).len(), 1, "{t}: {events:?}");
+    }
+    assert_eq!(finished("slow")[0]["status"], "blocked");
+    assert_eq!(finished("slow")[0]["reason"], "stopped by --fail-fast");
+    // It was running when it was stopped.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "target-started" && e["target"] == "slow"),
+        "{events:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run whose record store is lost mid-run (`--require-store`: a build
+/// that cannot be recorded stops the run) keeps what finished: the summary
+/// on stdout has the finished target `built`, the one that could not be
+/// recorded `failed` with why, the rest `blocked`, and says why the run
+/// stopped; the run report and the history row are written; the exit code
+/// is the store's (3).
+#[test]
+fn a_run_that_loses_its_store_mid_run_keeps_what_finished() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("lost");
+    let bake = r#"
+target "_c" { network = "host" }
+target "quick" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.quick"
+}
+target "slow" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.slow"
+}
+target "after" {
+  inherits = ["_c"]
+  contexts = { s = "target:slow" }
+  dockerfile = "Dockerfile.after"
+}
+group "default" { targets = ["quick", "after"] }
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.quick",
+            &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /q\n"),
+        ),
+        (
+            "Dockerfile.slow",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 8 && echo {salt} > /slow\n"),
+        ),
+        ("Dockerfile.after", "FROM s\nRUN true\n"),
+    ]);
+    let store = dir.join("store");
+    let store_s = store.display().to_string();
+    let run_id = unique("lost-store-").replace('_', "-");
+    let args = [
+        "build",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--require-store",
+        "--jobs",
+        "2",
+        "--store",
+        &store_s,
+        "--run-id",
+        &run_id,
+    ];
+    let run = Started::spawn(&dir, &host, &args, &[]);
+    assert!(
+        run.wait_for("[quick] built", 120),
+        "quick finishes first: {}",
+        run.stderr()
+    );
+    // The store goes away while slow builds: its record cannot be written.
+    std::fs::remove_dir_all(&store).unwrap();
+    std::fs::write(&store, "not a store any more\n").unwrap();
+    let (status, out, err) = run.finish();
+    assert_eq!(status.code(), Some(3), "{err}");
+    let s: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"));
+    assert_eq!(target(&s, "quick")["status"], "built", "{s}");
+    assert_eq!(target(&s, "slow")["status"], "failed", "{s}");
+    assert!(
+        target(&s, "slow")["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("could not be recorded")),
+        "{s}"
+    );
+    assert_eq!(target(&s, "after")["status"], "blocked", "{s}");
+    assert!(
+        s["stopped"]
+            .as_str()
+            .is_some_and(|w| w.contains("--require-store")),
+        "{s}"
+    );
+    assert!(
+        err.contains("what finished before the run stopped is recorded"),
+        "{err}"
+    );
+    // The run report and the history have the run.
+    let report = dir.join(".kiln/runs").join(format!("{run_id}.json"));
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&report).unwrap_or_else(|e| panic!("{}: {e}", report.display())),
+    )
+    .unwrap();
+    assert!(r.to_string().contains("quick"), "{r}");
+    let h = kiln(&dir, &host, &["history", "--format", "json"], &[]);
+    assert!(h.status.success(), "{}", failure(&h));
+    assert!(
+        String::from_utf8_lossy(&h.stdout).contains(&run_id),
+        "{}",
+        String::from_utf8_lossy(&h.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run that holds a claim and renews it but never finishes (a hung
+/// build) holds others back for at most `--claim-wait`: the waiting run
+/// then builds anyway and says so.
+#[test]
+fn a_claim_that_is_renewed_but_never_ends_is_waited_for_at_most_claim_wait() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("hung");
+    let dir = one_target(
+        "hung",
+        &format!("FROM kiln/busybox:latest\nRUN sleep 25 && echo {salt} > /h\n"),
+        &[],
+    );
+    let store = dir.join("store").display().to_string();
+    let args = [
+        "build",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--store",
+        &store,
+        "hung",
+    ];
+    let env = [("KILN_CLAIM_TTL", "2")];
+    let holder = Started::spawn(&dir, &host, &args, &env);
+    assert!(
+        holder.wait_for("[hung] building", 60),
+        "the holder builds: {}",
+        holder.stderr()
+    );
+    let mut wait_args = args.to_vec();
+    wait_args.extend(["--claim-wait", "3"]);
+    let t0 = std::time::Instant::now();
+    let waiter = Started::spawn(&dir, &host, &wait_args, &env);
+    assert!(
+        waiter.wait_for("waiting for ", 30),
+        "the waiter waits: {}",
+        waiter.stderr()
+    );
+    assert!(
+        waiter.wait_for("building anyway", 20),
+        "the waiter stops waiting after --claim-wait: {}",
+        waiter.stderr()
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(20),
+        "within the bound, long before the holder finishes"
+    );
+    let (status, out, err) = waiter.finish();
+    assert!(status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(target(&s, "hung")["status"], "built", "{s}");
+    let (status, _, err) = holder.finish();
+    assert!(status.success(), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A target claims its key only once it has a build slot: a run with one
+/// slot busy with another target holds no claim on the queued one, so a
+/// second run that needs it builds it at once instead of waiting for a
+/// build that has not started; the first run then skips it.
+#[test]
+fn a_queued_target_holds_no_claim_until_it_has_a_build_slot() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("slot");
+    let bake = r#"
+target "_c" { network = "host" }
+target "p" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.p"
+}
+target "q" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.q"
+}
+group "default" { targets = ["p", "q"] }
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.p",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 12 && echo p {salt} > /p\n"),
+        ),
+        (
+            "Dockerfile.q",
+            &format!("FROM kiln/busybox:latest\nRUN sleep 12 && echo q {salt} > /q\n"),
+        ),
+    ]);
+    let store = dir.join("store").display().to_string();
+    let base = [
+        "build",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+        "--store",
+        &store,
+    ];
+    let mut one_slot = base.to_vec();
+    one_slot.extend(["--jobs", "1"]);
+    let first = Started::spawn(&dir, &host, &one_slot, &[]);
+    assert!(
+        first.wait_for("] building", 60),
+        "one target builds: {}",
+        first.stderr()
+    );
+    let running = if first.stderr().contains("[p] building") {
+        "p"
+    } else {
+        "q"
+    };
+    let queued = if running == "p" { "q" } else { "p" };
+    let mut second_args = base.to_vec();
+    second_args.push(queued);
+    let o = kiln(&dir, &host, &second_args, &[]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{}", failure(&o));
+    assert!(
+        !err.contains("waiting for"),
+        "{queued} was not claimed by the first run while it queued: {err}"
+    );
+    assert_eq!(target(&summary(&o), queued)["status"], "built");
+    let (status, out, err) = first.finish();
+    assert!(status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(target(&s, running)["status"], "built", "{s}");
+    assert_eq!(
+        target(&s, queued)["status"],
+        "skipped",
+        "the first run uses the second's record: {s}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// After the run, while kiln records it (here: the history database is
+/// locked by another process, so the write waits up to its busy timeout), a
+/// SIGINT still ends kiln at once with 130 — the handler that stopped the
+/// run must not swallow it.
+#[test]
+fn a_signal_after_the_run_ends_kiln_at_once() {
+    let Some((host, _)) = engine() else { return };
+    let dir = one_target("after", COPY_A, &[("a.txt", "a\n")]);
+    touch_unique(&dir.join("a.txt"), "signal after the run");
+    let o = build_json(&dir, &host, &["after"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    // Another process holds the history's write lock.
+    let db = dir.join(".kiln/history.sqlite");
+    assert!(db.is_file(), "{}", db.display());
+    let mut lock = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3, sys, time\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\nc.execute('BEGIN EXCLUSIVE')\nprint('locked', flush=True)\ntime.sleep(60)\n",
+            &db.display().to_string(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(lock.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert_eq!(first.trim(), "locked");
+    let run = Started::spawn(&dir, &host, &["build", "--progress", "plain", "after"], &[]);
+    assert!(
+        run.wait_for("[after] skipped", 60),
+        "the run ends: {}",
+        run.stderr()
+    );
+    // The run is over; kiln waits on the history's lock.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let t0 = std::time::Instant::now();
+    let k = Command::new("kill")
+        .args(["-s", "INT", &run.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let (status, _, err) = run.finish();
+    let took = t0.elapsed();
+    let _ = lock.kill();
+    let _ = lock.wait();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(took < std::time::Duration::from_secs(4), "{took:?}: {err}");
+    assert!(err.contains("SIGINT after the run: exiting now"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A second signal while kiln stops exits at once. The target's record in
+/// the store is a FIFO nobody writes (a store call that never returns, as
+/// on a hung network file system), so the run's lookup blocks; the first
+/// SIGTERM stops the run, and the stop then waits for that call (up to the
+/// runtime's shutdown wait); the SIGINT that follows ends kiln at once
+/// with 130.
+#[test]
+fn a_second_signal_while_the_run_stops_exits_at_once() {
+    let Some((host, _)) = engine() else { return };
+    let dir = one_target("twice", COPY_A, &[("a.txt", "a\n")]);
+    touch_unique(&dir.join("a.txt"), "second signal");
+    let store = dir.join("store");
+    let store_s = store.display().to_string();
+    let o = kiln(
+        &dir,
+        &host,
+        &["plan", "--format", "json", "--store", &store_s, "twice"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", failure(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let key = plan["targets"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["name"] == "twice"))
+        .and_then(|t| t["key"].as_str())
+        .unwrap_or_else(|| panic!("no key: {plan}"))
+        .to_string();
+    let hex = key.rsplit(':').next().unwrap();
+    let record = store
+        .join("records-v1")
+        .join(&hex[..2])
+        .join(format!("{}.json", key.replace(':', "_")));
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    let made = Command::new("mkfifo").arg(&record).status().unwrap();
+    assert!(made.success());
+    let run = Started::spawn(
+        &dir,
+        &host,
+        &["build", "--progress", "plain", "--store", &store_s, "twice"],
+        &[],
+    );
+    // Wait until a thread of kiln's is stuck opening the FIFO.
+    let pid = run.child.id();
+    let stuck = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|t| {
+                std::fs::read_to_string(t.path().join("wchan"))
+                    .is_ok_and(|w| w.contains("wait_for_partner"))
+            })
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !stuck() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(stuck(), "kiln never read the record: {}", run.stderr());
+    let signal = |name: &str| {
+        let k = Command::new("kill")
+            .args(["-s", name, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(k.success());
+    };
+    signal("TERM");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let t0 = std::time::Instant::now();
+    signal("INT");
+    let (status, _, err) = run.finish();
+    let took = t0.elapsed();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(took < std::time::Duration::from_secs(3), "{took:?}: {err}");
+    assert!(
+        err.contains("SIGINT again while the run stops: exiting now"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

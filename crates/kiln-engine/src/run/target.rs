@@ -212,6 +212,12 @@ async fn look_up<'a>(
             });
         };
         let permit = node.slots.acquire().await.map_err(closed)?;
+        // The slot may have been long in coming: another run may have
+        // recorded the key meanwhile.
+        if !matches!(lookup(sh, &key, &warn).await?, Lookup::Miss) {
+            drop(permit);
+            continue;
+        }
         let ttl = sh.opts.claim_ttl.unwrap_or(crate::claims::DEFAULT_TTL);
         let (generation, holder) =
             match crate::claims::try_claim(&sh.opts.store, &key, &me, ttl, say(sh, spec), || {

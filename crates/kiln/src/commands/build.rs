@@ -324,22 +324,6 @@ impl Reporter for JsonReporter {
     }
 }
 
-/// Waits for SIGINT or SIGTERM and returns the exit code it means (130,
-/// 143). If the handlers cannot be installed, it never returns.
-async fn interrupted() -> u8 {
-    use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => tokio::select! {
-            _ = int.recv() => crate::error::exit::SIGINT,
-            _ = term.recv() => crate::error::exit::SIGTERM,
-        },
-        _ => std::future::pending().await,
-    }
-}
-
 /// The permanent terminal line of a finished target, or none for a target
 /// skipped as up to date: that one gets its single line in the summary, and
 /// the terminal keeps what happened in this run.
@@ -717,13 +701,25 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     // SIGINT or SIGTERM stops the run: its tasks are dropped, which kills
     // every build child (`kill_on_drop`) and removes its temporary
     // directory; records are only ever written after a build succeeded, so
-    // nothing unfinished is recorded.
+    // nothing unfinished is recorded. A second signal while it stops, or
+    // any signal after the run, exits at once (crate::signals).
+    let signals = crate::signals::Signals::watch();
     let result = rt.block_on(async {
+        let first = async {
+            match &signals {
+                Some(s) => s.first().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             r = kiln_engine::run(endpoint, specs, opts, reporter) => Ok(r),
-            code = interrupted() => Err(code),
+            code = first => Err(code),
         }
     });
+    if let (Ok(_), Some(s)) = (&result, &signals) {
+        // From here a signal ends kiln at once (crate::signals).
+        s.run_ended();
+    }
     let result = match result {
         Ok(r) => r,
         Err(code) => {
