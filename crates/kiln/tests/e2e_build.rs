@@ -4059,3 +4059,38 @@ fn a_second_signal_while_the_run_stops_exits_at_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A run id given again (a CI job run again with the same `RUN_ID`) keeps
+/// the earlier run: the second run is recorded as `<id>.2`, says so, and
+/// both runs are in the reports and the history.
+#[test]
+fn a_run_id_given_again_keeps_the_earlier_run() {
+    let Some((host, _)) = engine() else { return };
+    let dir = one_target("again", COPY_A, &[("a.txt", "a\n")]);
+    touch_unique(&dir.join("a.txt"), "run id again");
+    let id = unique("again-").replace('_', "-");
+    let first = build_json(&dir, &host, &["--run-id", &id, "again"], &[]);
+    assert!(first.status.success(), "{}", failure(&first));
+    assert_eq!(summary(&first)["run_id"], id.as_str());
+    let second = build_json(&dir, &host, &["--run-id", &id, "again"], &[]);
+    assert!(second.status.success(), "{}", failure(&second));
+    let again = format!("{id}.2");
+    assert_eq!(summary(&second)["run_id"], again.as_str());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!(
+            "run id {id} is already recorded, so this run is recorded as {again}"
+        )),
+        "{err}"
+    );
+    let runs = dir.join(".kiln/runs");
+    assert!(runs.join(format!("{id}.json")).is_file());
+    assert!(runs.join(format!("{again}.json")).is_file());
+    let h = kiln(&dir, &host, &["history", "--format", "json"], &[]);
+    let out = String::from_utf8_lossy(&h.stdout);
+    assert!(
+        out.contains(&format!("\"{id}\"")) && out.contains(&format!("\"{again}\"")),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -165,7 +165,9 @@ pub struct NodeUse {
 /// The run summary.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSummary {
-    /// The run's id (`--run-id`, `RUN_ID`, or generated).
+    /// The run's id (`--run-id`, `RUN_ID`, or generated), as the run is
+    /// recorded: `<id>.2` (`.3`, ...) when that id was already recorded, so
+    /// the earlier run's report is kept.
     pub run_id: String,
     /// The provenance stamps this run built with (`VCS_REF`,
     /// `BUILD_DATE`); a skipped target's image keeps those of the run

@@ -797,7 +797,7 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         &s.store.history,
     )
     .unwrap_or_default();
-    record_run(
+    summary.run_id = record_run(
         &s,
         &project,
         &summary,
@@ -939,8 +939,10 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
 }
 
 /// Records the run: its report (`.kiln/runs/<run-id>.json`, what `kiln
-/// report` renders) and its row in the build history (`kiln history`).
-/// Failures are warnings: the images are built either way.
+/// report` renders) and its row in the build history (`kiln history`), and
+/// returns the id it was recorded under (`<run-id>.2`, ... when the id was
+/// already recorded: the earlier run is kept). Failures are warnings: the
+/// images are built either way.
 #[allow(clippy::too_many_arguments)]
 fn record_run(
     s: &BuildSettings,
@@ -951,7 +953,7 @@ fn record_run(
     tags: &std::collections::HashMap<String, Vec<String>>,
     speeds: &std::collections::HashMap<String, f64>,
     sizes: &std::collections::BTreeMap<String, f64>,
-) {
+) -> String {
     let deps: std::collections::HashMap<String, Vec<String>> = specs
         .iter()
         .map(|sp| (sp.name.clone(), sp.deps.clone()))
@@ -981,18 +983,25 @@ fn record_run(
         speeds,
         sizes,
     };
-    let report = crate::report::build(summary, &cx);
+    let mut report = crate::report::build(summary, &cx);
     let kiln_dir = s
         .store
         .history
         .parent()
         .map(std::path::Path::to_path_buf)
         .unwrap_or_else(|| std::path::PathBuf::from(".kiln"));
-    if let Err(e) = crate::report::save(&kiln_dir, &report) {
-        eprintln!(
+    match crate::report::save(&kiln_dir, &mut report) {
+        Ok(path) if report.run.id != summary.run_id => eprintln!(
+            "note: run id {} is already recorded, so this run is recorded as {} ({}); the earlier run is kept",
+            summary.run_id,
+            report.run.id,
+            path.display()
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!(
             "warning: could not record the run in {}: {e}",
             crate::report::runs_dir(&kiln_dir).display()
-        );
+        ),
     }
     let entry = kiln_store::history::RunEntry {
         id: report.run.id.clone(),
@@ -1016,6 +1025,7 @@ fn record_run(
     if let Err(e) = r {
         eprintln!("warning: could not record the run in the build history: {e}");
     }
+    report.run.id
 }
 
 #[cfg(test)]

@@ -492,16 +492,34 @@ pub fn runs_dir(kiln_dir: &Path) -> PathBuf {
 }
 
 /// Writes a run's report as `<runs>/<run-id>.json` (atomically: a reader
-/// never sees half a file) and points `<runs>/last` at it.
-pub fn save(kiln_dir: &Path, report: &RunReport) -> std::io::Result<PathBuf> {
+/// never sees half a file) and points `<runs>/last` at it. A run id that is
+/// already recorded (a CI job run again with the same `RUN_ID`, two jobs
+/// sharing one) never overwrites the earlier run: this one is recorded as
+/// `<run-id>.2` (`.3`, ...), the first name free, taken with a link that
+/// fails if the name exists, so two runs saving at once both keep theirs.
+/// The report's id is set to the name it was recorded under.
+pub fn save(kiln_dir: &Path, report: &mut RunReport) -> std::io::Result<PathBuf> {
     let dir = runs_dir(kiln_dir);
     std::fs::create_dir_all(&dir)?;
-    let name = format!("{}.json", safe_name(&report.run.id));
-    let path = dir.join(&name);
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, &path)?;
+    let given = report.run.id.clone();
+    let mut n = 1u32;
+    let (name, path) = loop {
+        if n > 1 {
+            report.run.id = format!("{given}.{n}");
+        }
+        let name = format!("{}.json", safe_name(&report.run.id));
+        let path = dir.join(&name);
+        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+        let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, text)?;
+        let linked = std::fs::hard_link(&tmp, &path);
+        let _ = std::fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => break (name, path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 10_000 => n += 1,
+            Err(e) => return Err(e),
+        }
+    };
     let last_tmp = dir.join(format!(".last.tmp-{}", std::process::id()));
     std::fs::write(&last_tmp, format!("{name}\n"))?;
     std::fs::rename(&last_tmp, dir.join("last"))?;

@@ -182,8 +182,8 @@ fn the_text_report_says_what_the_page_says() {
 #[test]
 fn a_saved_run_loads_back_and_is_the_last() {
     let dir = scratch();
-    let r = sample();
-    let p = save(dir.path(), &r).unwrap();
+    let mut r = sample();
+    let p = save(dir.path(), &mut r).unwrap();
     assert_eq!(locate(dir.path(), None).unwrap(), p);
     assert_eq!(locate(dir.path(), Some("r1")).unwrap(), p);
     assert_eq!(load(&p).unwrap(), r);
@@ -192,6 +192,36 @@ fn a_saved_run_loads_back_and_is_the_last() {
         e.contains("no recorded run \"nope\"") && e.contains("recorded: r1"),
         "{e}"
     );
+}
+
+/// A run id used again (a CI job run again with the same RUN_ID) never
+/// overwrites the earlier run: the next is recorded as `<id>.2`, then
+/// `<id>.3`, and each loads back as what it was.
+#[test]
+fn a_run_id_used_again_keeps_the_earlier_run() {
+    let dir = scratch();
+    let mut first = sample();
+    let p1 = save(dir.path(), &mut first).unwrap();
+    assert_eq!(first.run.id, "r1");
+    let mut again = sample();
+    again.run.wall_s = 99.0;
+    let p2 = save(dir.path(), &mut again).unwrap();
+    assert_eq!(again.run.id, "r1.2");
+    assert_ne!(p1, p2);
+    let mut third = sample();
+    save(dir.path(), &mut third).unwrap();
+    assert_eq!(third.run.id, "r1.3");
+    assert_eq!(load(&p1).unwrap(), first, "the first run is kept as it was");
+    assert_eq!(load(&p2).unwrap(), again);
+    assert_eq!(locate(dir.path(), Some("r1.2")).unwrap(), p2);
+    assert_eq!(list(dir.path()).len(), 3);
+    // No temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(runs_dir(dir.path()))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains(".tmp-")), "{names:?}");
 }
 
 #[test]
@@ -258,7 +288,7 @@ fn only_the_newest_runs_are_kept() {
     let mut r = sample();
     for i in 0..KEEP + 3 {
         r.run.id = format!("run.{i}");
-        save(dir.path(), &r).unwrap();
+        save(dir.path(), &mut r).unwrap();
         // Distinct file times, oldest first.
         let p = runs_dir(dir.path()).join(format!("run.{i}.json"));
         let t = std::time::SystemTime::UNIX_EPOCH
