@@ -258,27 +258,55 @@ impl Registry {
 
     /// The size of the image `reference` names, in megabytes (10^6 bytes):
     /// its config and layers as stored (compressed), what a node pulling it
-    /// moves over its link. `None` for a multi-platform index.
+    /// moves over its link. An index (several platforms, or one image with
+    /// the attestations buildx adds by default) is the largest of its
+    /// images — a node pulls one of them, never its attestations. `None`
+    /// for an index with no image in it.
     pub async fn image_size_mb(&self, reference: &str) -> Result<Option<f64>, RegistryError> {
+        use oci_client::manifest::OciManifest;
         let target = Target::parse(reference)?;
         let name = target.name();
         let (hc, oci_ref) = self.client_for(&target).await?;
         let client = &hc.client;
         let timeout = self.inner.timeout;
         let auth = hc.credentials.auth.clone();
-        let (oci_ref, auth) = (&oci_ref, &auth);
-        match tokio::time::timeout(timeout, retry(|| client.pull_manifest(oci_ref, auth))).await {
-            Err(_elapsed) => Err(RegistryError::Unreachable {
-                registry: target.registry,
-                detail: format!("reading {name}: no answer within {timeout:?}"),
-            }),
-            Ok(Ok((oci_client::manifest::OciManifest::Image(m), _))) => {
-                let bytes: i64 = m.config.size + m.layers.iter().map(|l| l.size).sum::<i64>();
-                Ok(Some(bytes.max(0) as f64 / 1e6))
+        let pull = |r: Reference| {
+            let auth = &auth;
+            async move { tokio::time::timeout(timeout, retry(|| client.pull_manifest(&r, auth))).await }
+        };
+        let unreachable = || RegistryError::Unreachable {
+            registry: target.registry.clone(),
+            detail: format!("reading {name}: no answer within {timeout:?}"),
+        };
+        let bytes = |m: &oci_client::manifest::OciImageManifest| {
+            (m.config.size + m.layers.iter().map(|l| l.size).sum::<i64>()).max(0) as f64 / 1e6
+        };
+        let index = match pull(oci_ref.clone()).await {
+            Err(_) => return Err(unreachable()),
+            Ok(Err(e)) => return classify(e, &hc, &target.registry, &name, timeout).map(|_| None),
+            Ok(Ok((OciManifest::Image(m), _))) => return Ok(Some(bytes(&m))),
+            Ok(Ok((OciManifest::ImageIndex(index), _))) => index,
+        };
+        let mut largest: Option<f64> = None;
+        for e in image_entries(&index.manifests) {
+            let r = Reference::with_digest(
+                oci_ref.registry().to_string(),
+                oci_ref.repository().to_string(),
+                e.digest.clone(),
+            );
+            match pull(r).await {
+                Err(_) => return Err(unreachable()),
+                Ok(Err(e)) => {
+                    return classify(e, &hc, &target.registry, &name, timeout).map(|_| None);
+                }
+                Ok(Ok((OciManifest::Image(m), _))) => {
+                    largest = Some(largest.unwrap_or(0.0).max(bytes(&m)));
+                }
+                // An index inside an index is no image a node pulls.
+                Ok(Ok((OciManifest::ImageIndex(_), _))) => {}
             }
-            Ok(Ok((oci_client::manifest::OciManifest::ImageIndex(_), _))) => Ok(None),
-            Ok(Err(e)) => classify(e, &hc, &target.registry, &name, timeout).map(|_| None),
         }
+        Ok(largest)
     }
 
     /// The identity ([`crate::identity`]) of the image `reference` names,
@@ -472,18 +500,12 @@ impl Registry {
     }
 }
 
-/// The manifest of an index for `platform` (`os/arch[/variant]`): the
-/// entry whose platform matches (a missing variant in either matches), or
-/// the only entry that is an image at all when none says its platform.
-/// Attestation manifests (`unknown/unknown`, or annotated as such) never
-/// count.
-fn pick_manifest(
+/// The entries of an index that are images: attestation manifests
+/// (`unknown/unknown`, or annotated as such) are not.
+fn image_entries(
     entries: &[oci_client::manifest::ImageIndexEntry],
-    platform: &str,
-) -> Option<String> {
-    let mut want = platform.split('/');
-    let (os, arch, variant) = (want.next()?, want.next()?, want.next());
-    let images: Vec<&oci_client::manifest::ImageIndexEntry> = entries
+) -> Vec<&oci_client::manifest::ImageIndexEntry> {
+    entries
         .iter()
         .filter(|e| {
             let attestation = e.annotations.as_ref().is_some_and(|a| {
@@ -496,7 +518,21 @@ fn pick_manifest(
                 .is_some_and(|p| p.os.to_string() == "unknown");
             !attestation && !unknown
         })
-        .collect();
+        .collect()
+}
+
+/// The manifest of an index for `platform` (`os/arch[/variant]`): the
+/// entry whose platform matches (a missing variant in either matches), or
+/// the only entry that is an image at all when none says its platform.
+/// Attestation manifests (`unknown/unknown`, or annotated as such) never
+/// count.
+fn pick_manifest(
+    entries: &[oci_client::manifest::ImageIndexEntry],
+    platform: &str,
+) -> Option<String> {
+    let mut want = platform.split('/');
+    let (os, arch, variant) = (want.next()?, want.next()?, want.next());
+    let images = image_entries(entries);
     let matches = |e: &&&oci_client::manifest::ImageIndexEntry| {
         e.platform.as_ref().is_some_and(|p| {
             p.os.to_string() == os

@@ -725,3 +725,130 @@ async fn a_cache_only_manifest_is_found_by_a_raw_manifest_request() {
         Resolution::Absent
     );
 }
+
+/// The pushed size of an index: buildx pushes one platform as an index of
+/// the image and its attestation manifest, and several platforms as an
+/// index of images. The size is the largest image's (what a node pulling
+/// it moves), never `None` and never counting an attestation, which is not
+/// even read.
+#[tokio::test]
+async fn an_index_has_the_size_of_its_largest_image_without_attestations() {
+    let digest = |body: &str| {
+        oci_client::client::ImageLayer::new(body.as_bytes().to_vec(), String::new(), None)
+            .sha256_digest()
+    };
+    let image = |config: i64, layers: &[i64]| {
+        let layers: Vec<String> = layers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    r#"{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:{i:064x}","size":{s}}}"#
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:{HEX}","size":{config}}},"layers":[{}]}}"#,
+            layers.join(",")
+        )
+    };
+    let amd64 = image(1_000, &[2_000_000, 500_000]);
+    let arm64 = image(1_000, &[4_000_000]);
+    let attestation = image(500, &[90_000_000]);
+    let entry = |body: &str, platform: &str, annotations: &str| {
+        let (os, arch) = platform.split_once('/').unwrap();
+        format!(
+            r#"{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{}","size":{},"platform":{{"os":"{os}","architecture":"{arch}"}}{annotations}}}"#,
+            digest(body),
+            body.len()
+        )
+    };
+    let att = format!(
+        r#","annotations":{{"vnd.docker.reference.type":"attestation-manifest","vnd.docker.reference.digest":"{}"}}"#,
+        digest(&amd64)
+    );
+    let index = |entries: &[String]| {
+        format!(
+            r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{}]}}"#,
+            entries.join(",")
+        )
+    };
+    let one = index(&[
+        entry(&amd64, "linux/amd64", ""),
+        entry(&attestation, "unknown/unknown", &att),
+    ]);
+    let two = index(&[
+        entry(&amd64, "linux/amd64", ""),
+        entry(&arm64, "linux/arm64", ""),
+        entry(&attestation, "unknown/unknown", &att),
+    ]);
+    let bodies: Vec<(String, String, &str)> = vec![
+        (
+            "/v2/x/manifests/one".into(),
+            one,
+            "application/vnd.oci.image.index.v1+json",
+        ),
+        (
+            "/v2/x/manifests/two".into(),
+            two,
+            "application/vnd.oci.image.index.v1+json",
+        ),
+        (
+            format!("/v2/x/manifests/{}", digest(&amd64)),
+            amd64.clone(),
+            "application/vnd.oci.image.manifest.v1+json",
+        ),
+        (
+            format!("/v2/x/manifests/{}", digest(&arm64)),
+            arm64.clone(),
+            "application/vnd.oci.image.manifest.v1+json",
+        ),
+        (
+            format!("/v2/x/manifests/{}", digest(&attestation)),
+            attestation.clone(),
+            "application/vnd.oci.image.manifest.v1+json",
+        ),
+    ];
+    let (port, log) = serve(move |req| {
+        if req.target == "/v2/" {
+            return response("200 OK", &[], "{}");
+        }
+        match bodies.iter().find(|(path, _, _)| *path == req.target) {
+            Some((_, body, media_type)) => response(
+                "200 OK",
+                &[
+                    ("Content-Type", media_type),
+                    ("Docker-Content-Digest", &digest(body)),
+                ],
+                body,
+            ),
+            None => response("404 Not Found", &[], ""),
+        }
+    });
+    let r = registry(Duration::from_secs(5));
+    let size = |tag: &str| {
+        let r = &r;
+        let reference = format!("127.0.0.1:{port}/x:{tag}");
+        async move { r.image_size_mb(&reference).await.unwrap() }
+    };
+    // One platform and its attestation: the image's size.
+    assert_eq!(size("one").await, Some(2.501));
+    // Two platforms: the larger image.
+    assert_eq!(size("two").await, Some(4.001));
+    // A plain image manifest, by digest.
+    assert_eq!(
+        r.image_size_mb(&format!("127.0.0.1:{port}/x@{}", digest(&arm64)))
+            .await
+            .unwrap(),
+        Some(4.001)
+    );
+    // The attestation is never read.
+    let att_path = format!("/v2/x/manifests/{}", digest(&attestation));
+    assert!(
+        !manifest_requests(&log)
+            .iter()
+            .any(|l| l.ends_with(&att_path)),
+        "{:?}",
+        manifest_requests(&log)
+    );
+}
