@@ -1,5 +1,5 @@
 //! The command-line interface (clap types). Resolved once into
-//! [`crate::settings`] structs that the commands receive.
+//! settings structs (`settings.rs`) that the commands receive.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -60,8 +60,8 @@ pub struct ReportArgs {
     /// to stdout.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
-    #[arg(long, value_enum, default_value_t = crate::commands::report::ReportFormat::Html)]
-    pub format: crate::commands::report::ReportFormat,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
+    pub format: ReportFormat,
 }
 
 #[derive(Debug, Args)]
@@ -324,6 +324,14 @@ pub struct PlanArgs {
     /// Targets or groups to plan (default: `default`).
     #[arg(value_name = "TARGET|GROUP")]
     pub targets: Vec<String>,
+}
+
+/// How `kiln report` shows a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Html,
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -12,6 +12,7 @@ pub mod error;
 pub mod live;
 pub mod output;
 pub mod prepare;
+pub mod progress;
 pub mod report;
 pub mod settings;
 pub mod signals;

@@ -215,3 +215,32 @@ pub fn cache_settings(a: &CacheArgs) -> kiln_plan::cache::CacheSettings {
         disabled: false,
     }
 }
+
+/// What `kiln build` is asked to do, resolved from its flags.
+pub struct BuildSettings {
+    pub bake: BakeSettings,
+    pub targets: Vec<String>,
+    pub jobs: usize,
+    pub fail_fast: bool,
+    pub require_store: bool,
+    /// `--claim-wait` (or `KILN_CLAIM_WAIT`).
+    pub claim_wait: std::time::Duration,
+    pub push: bool,
+    pub progress: crate::cli::Progress,
+    pub format: crate::cli::Format,
+    pub force: bool,
+    pub store: StoreSettings,
+    pub cache: kiln_plan::cache::CacheSettings,
+    pub fleet: Option<String>,
+    pub costs: Option<String>,
+    pub gb_per_job: f64,
+    pub driver: crate::cli::DriverKind,
+    /// `--builder` (or `KILN_BUILDER`).
+    pub builder: Option<String>,
+    /// `--run-id`.
+    pub run_id: Option<String>,
+    /// `--compiler-cache` (or `KILN_COMPILER_CACHE`).
+    pub compiler_cache: Option<String>,
+    pub require_compiler_cache: bool,
+    pub force_recache: bool,
+}

@@ -12,12 +12,7 @@ use std::path::PathBuf;
 use crate::error::CliError;
 use crate::report;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReportFormat {
-    Html,
-    Text,
-    Json,
-}
+pub use crate::cli::ReportFormat;
 
 pub struct ReportSettings {
     /// The project's `.kiln` directory.

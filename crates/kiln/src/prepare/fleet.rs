@@ -233,3 +233,14 @@ pub enum ReportNodes<'a> {
     /// One engine or builder.
     One { name: &'a str, slots: usize },
 }
+
+/// Each node's relative speed from the fleet file (`speed`, 1.0 when it
+/// says none); empty without a fleet or when the file cannot be read (a
+/// node then counts as 1.0): what learned costs are normalised by.
+pub fn speeds(fleet: Option<&str>) -> std::collections::HashMap<String, f64> {
+    fleet
+        .and_then(|f| std::fs::read_to_string(f).ok().map(|t| (f, t)))
+        .and_then(|(f, t)| kiln_plan::schedule::Fleet::parse(f, &t).ok())
+        .map(|fl| fl.nodes.into_iter().map(|n| (n.name, n.speed)).collect())
+        .unwrap_or_default()
+}

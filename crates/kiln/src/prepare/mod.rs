@@ -15,7 +15,10 @@
 //!   errors (`engine_error`);
 //! - [`fleet`]: the fleet plan of a `--fleet` run (`fleet_plan`, `FleetPlan`);
 //! - [`preflight`]: the check `kiln build` and `kiln preflight` both run
-//!   (`needs`, `check`, `verdict`, `FleetNodes`).
+//!   (`needs`, `check`, `verdict`, `FleetNodes`);
+//! - [`build`]: all of `kiln build`'s preparation (`prepare`, `Prepared`);
+//! - [`names`]: the run's id and each build's name in BuildKit's history;
+//! - [`compiler_cache`]: the compiler cache probed and handed to builds.
 //!
 //! Costs learned from the build history are in [`crate::costs`].
 //!
@@ -26,8 +29,11 @@
 //! [`CliError`]: crate::error::CliError
 
 pub mod bake;
+pub mod build;
+pub mod compiler_cache;
 pub mod engine;
 pub mod fleet;
+pub mod names;
 pub mod plan;
 pub mod preflight;
 pub mod spec;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use kiln_engine::{BuildSpec, ContextSource, SecretSpec};
+use kiln_plan::cache::CacheSettings;
 
 use super::plan::Planned;
 use crate::error::CliError;
@@ -365,6 +366,43 @@ pub fn cache_policy(
         settings,
         driver,
     )
+}
+
+/// Each driver reads its own cache-policy fields, so a fleet of both kinds
+/// gets both; what the engine's policy cannot do for a pushed target is a
+/// note on stderr.
+pub fn apply_cache_policies(
+    driver: crate::cli::DriverKind,
+    fleet: bool,
+    cache: &CacheSettings,
+    nodes: &[kiln_engine::run::NodeSpec],
+    planned: &Planned,
+    specs: &mut [BuildSpec],
+) {
+    let buildx = driver == crate::cli::DriverKind::Buildx;
+    let (uses_buildx, uses_engine) = if fleet {
+        (
+            nodes.iter().any(|n| n.builder.is_some()),
+            nodes.iter().any(|n| n.builder.is_none()),
+        )
+    } else {
+        (buildx, !buildx)
+    };
+    let mut notices = std::collections::BTreeSet::new();
+    for spec in specs.iter_mut() {
+        if uses_buildx {
+            apply_buildx_cache(spec, planned, cache);
+        }
+        if uses_engine {
+            let n = apply_local_cache(spec, planned, cache);
+            if spec.push {
+                notices.extend(n);
+            }
+        }
+    }
+    for n in &notices {
+        eprintln!("note: {n}");
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! string from the run close the page's script element.
 
 pub mod html;
+pub mod record;
 pub mod text;
 
 use std::collections::{BTreeMap, HashMap};

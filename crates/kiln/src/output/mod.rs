@@ -1,5 +1,7 @@
 //! Writing data to stdout: a closed pipe is not an error.
 
+pub mod summary;
+
 use std::io::Write;
 
 use crate::error::CliError;

@@ -1,0 +1,166 @@
+//! Everything `kiln build` does before anything builds: the run id, the
+//! bake files and the plan, the specs with their cache policy, the fleet's
+//! placement, the preflight, the compiler cache, and the schedule the live
+//! view and the report compare against.
+//!
+//! Must never: build, or write anything but warnings and notes on stderr.
+
+use super::{build_plan, builder_spec, check, fleet_plan, load, specs_for, verdict};
+use crate::error::CliError;
+use crate::settings::BuildSettings;
+
+/// What a build needs once it is planned and checked, before anything
+/// builds.
+pub struct Prepared {
+    pub run_id: String,
+    pub project: String,
+    pub planned: crate::prepare::Planned,
+    pub specs: Vec<kiln_engine::BuildSpec>,
+    pub nodes: Vec<kiln_engine::run::NodeSpec>,
+    pub placement: std::collections::HashMap<String, usize>,
+    pub eligible: std::collections::HashMap<String, Vec<usize>>,
+    pub builder: Option<kiln_engine::driver::buildx::BuilderSpec>,
+    /// The nodes and their build slots: the live view's lanes and the
+    /// report's planned schedule.
+    pub lanes: Vec<(String, usize)>,
+    pub schedule: crate::report::Planned,
+    /// The compiler cache's secret file, alive while the run is.
+    pub compiler_cache: Option<kiln_engine::proc::TempDir>,
+}
+
+/// Everything before the run: the run id, the bake files and the plan,
+/// the specs with their cache policy, the fleet's placement, the
+/// preflight, the compiler cache, and the schedule the live view and the
+/// report compare against.
+pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
+    let env_run_id = std::env::var("RUN_ID").ok();
+    let run_id = crate::prepare::names::run_id(s.run_id.as_deref(), env_run_id.as_deref())?;
+    // --run-id is the bake variable RUN_ID too (unless --var sets it): the
+    // bake file's own build names then carry it.
+    if s.run_id.is_some() {
+        s.bake
+            .opts
+            .vars
+            .entry("RUN_ID".into())
+            .or_insert_with(|| run_id.clone());
+    }
+    let bake = load(&s.bake)?;
+    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
+    if s.fleet.is_some()
+        && let Some(untagged) = specs.iter().find(|sp| sp.tags.is_empty())
+    {
+        return Err(CliError::usage(format!(
+            "target {}: a fleet run hands every target to the next through the registry by digest, so each needs a tag to push",
+            untagged.name
+        ))
+        .with_hint(format!(
+            "give it one, e.g. --set {}.tags=REGISTRY/{}:dev",
+            untagged.name, untagged.name
+        )));
+    }
+    let buildx = s.driver == crate::cli::DriverKind::Buildx;
+    let (nodes, placement, eligible, fleet_planned) = match &s.fleet {
+        Some(f) => {
+            let (n, p, e, planned) =
+                fleet_plan(f, s.costs.as_deref(), &s.bake.cwd, &s.store.history, &specs)?;
+            (n, p, e, Some(planned))
+        }
+        None => Default::default(),
+    };
+    // A fleet node's endpoint says how it builds (an engine address, or a
+    // buildx builder's name); --driver buildx asks for builders only.
+    if buildx && let Some(n) = nodes.iter().find(|n| n.builder.is_none()) {
+        return Err(CliError::usage(format!(
+            "node {}: --driver buildx builds through buildx builders, but its endpoint {} is a Docker engine address",
+            n.name, n.endpoint.host
+        ))
+        .with_hint("name the node's buildx builder as its endpoint (`docker buildx ls` lists them; a docker context is a docker-driver builder), or drop --driver buildx to build on the engines"));
+    }
+    crate::prepare::spec::apply_cache_policies(
+        s.driver,
+        s.fleet.is_some(),
+        &s.cache,
+        &nodes,
+        &planned,
+        &mut specs,
+    );
+    // Preflight: nothing starts while an input the run cannot build is
+    // missing. (Without an engine the run itself reports it unreachable.)
+    // A fleet run checks every node that may build a target needing it.
+    let fleet = s.fleet.as_ref().map(|_| (nodes.as_slice(), &eligible));
+    let builder = (buildx && s.fleet.is_none()).then(|| builder_spec(s.builder.as_deref()));
+    verdict(&check(
+        &planned,
+        &specs,
+        &s.store,
+        fleet,
+        builder.as_ref(),
+        true,
+    )?)?;
+    // The compiler cache: probed, then handed to every build as a secret
+    // (the file lives as long as this guard).
+    let compiler_cache = match &s.compiler_cache {
+        Some(location) => crate::prepare::compiler_cache::compiler_cache(
+            location,
+            s.require_compiler_cache,
+            s.force_recache,
+            &mut specs,
+        )?,
+        None => None,
+    };
+    // The schedule kiln plans (on a fleet, the one that places targets;
+    // on one engine, the same policy over its slots): the live view's
+    // expected times and the report's planned lanes.
+    let lanes: Vec<(String, usize)> = if s.fleet.is_some() {
+        nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.slots.max(1)))
+            .collect()
+    } else {
+        vec![(
+            builder
+                .as_ref()
+                .map(|b| b.name.clone())
+                .unwrap_or_else(|| s.store.endpoint.host.clone()),
+            s.jobs.max(1),
+        )]
+    };
+    let schedule = match fleet_planned {
+        Some(p) => p,
+        None => crate::prepare::fleet::plan_for_report(
+            &specs,
+            crate::prepare::fleet::ReportNodes::One {
+                name: &lanes[0].0,
+                slots: lanes[0].1,
+            },
+            &Default::default(),
+            s.costs.as_deref(),
+            &s.bake.cwd,
+            &s.store.history,
+        )
+        .unwrap_or_default(),
+    };
+    let project = s
+        .bake
+        .project_dir()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "kiln".into());
+    for spec in &mut specs {
+        crate::prepare::names::name_build(spec, &project, &run_id);
+    }
+    Ok(Prepared {
+        run_id,
+        project,
+        planned,
+        specs,
+        nodes,
+        placement,
+        eligible,
+        builder,
+        lanes,
+        schedule,
+        compiler_cache,
+    })
+}

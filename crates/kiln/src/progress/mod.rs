@@ -1,0 +1,51 @@
+//! Progress on stderr while a build runs: the four ways of showing the
+//! run's events — plain lines ([`plain`]), JSON objects ([`json`]), the
+//! live view on a terminal ([`terminal`], drawing `crate::live`) — each
+//! behind the compiler-cache counter ([`stats`]), which reads sccache's
+//! counters from the build logs as the events pass.
+//!
+//! Must never: write to stdout (that is the summary's), or decide anything
+//! about the run.
+
+pub mod json;
+pub mod plain;
+pub mod stats;
+pub mod terminal;
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+
+use kiln_engine::Reporter;
+
+use crate::cli::Progress;
+pub use stats::StatsReporter;
+
+/// The reporter `--progress` asks for (`auto`: the live view on a
+/// terminal, plain lines otherwise), behind the compiler-cache counter.
+/// `lanes` are the nodes and their build slots, `expected_s` the planned
+/// time of each target, for the live view.
+pub fn reporter(
+    progress: Progress,
+    lanes: &[(String, usize)],
+    targets: Vec<String>,
+    expected_s: HashMap<String, f64>,
+) -> Arc<StatsReporter> {
+    let total = targets.len();
+    let inner: Arc<dyn Reporter> = match progress {
+        Progress::Json => Arc::new(json::JsonReporter {
+            out: Mutex::new(std::io::stderr()),
+        }),
+        Progress::Auto if std::io::stderr().is_terminal() => Arc::new(terminal::TtyReporter::new(
+            crate::live::LaneView::new(lanes, targets, expected_s),
+            total,
+        )),
+        Progress::Plain | Progress::Auto => Arc::new(plain::PlainReporter {
+            out: Mutex::new(std::io::stderr()),
+        }),
+    };
+    Arc::new(StatsReporter {
+        inner,
+        stats: Mutex::new(Default::default()),
+    })
+}
