@@ -12,11 +12,18 @@
 //! For every case: no false hit (a lookup is a hit only with the record
 //! that was written), no torn record, no acknowledged record lost, and
 //! errors that name the store.
+//!
+//! The damage cases reach under the protocol: the filesystem, S3 and
+//! WebDAV objects are replaced; the OCI store's records are damaged through
+//! the registry's own API (different bytes pushed, the manifest under the
+//! same tag PUT again naming them) and through `scripts/registry-faults`
+//! in front of it, which serves cut or changed bytes for a blob's digest
+//! (`common/registry.rs`).
 
 mod common;
 
 use common::*;
-use kiln_store::objects::{self, Read};
+use kiln_store::objects;
 use kiln_store::{Claim, ClaimState, Claimant, Lookup, PutOutcome, Record, StoreError};
 use serde_json::json;
 
@@ -256,28 +263,34 @@ fn protocol(b: &Backend, c: &mut Cases) {
 }
 
 /// Damage under the protocol: every lookup of a damaged record is a miss
-/// (with a reason) or the record as written, never another record.
+/// (with a reason) or the record as written, never another record. Each
+/// back end is damaged the way its storage can be ([`Damage`]): objects
+/// replaced; on a registry, different bytes pushed under the same tag
+/// ([`How::Stored`]) or served for a blob's digest ([`How::Served`]).
 fn damage(b: &Backend, c: &mut Cases) {
-    let Some(raw) = &b.raw else { return };
+    let Some(d) = &b.damage else { return };
     let s = &b.store;
     let inputs = json!({"d": 1});
     let k = key(100);
     let r = record(&k, "dmg", "sha256:7777777777777777", &inputs);
     s.put(&r, &inputs, false).expect("a first put");
-    let name = objects::record_name(&k);
-    let Ok(Read::Found(good)) = raw.read(&name) else {
-        panic!("{}: the record object is not readable", b.name)
-    };
+    let good = d.record(&k);
     let not_false = |l: &Result<Lookup, StoreError>| match l {
         Ok(Lookup::Hit(_)) => found(l.as_ref().unwrap()) == Some(r.clone()),
         Ok(Lookup::Corrupt(_)) | Ok(Lookup::Miss) => true,
         Err(_) => false,
     };
+    // A miss for bytes served in place of a blob: where blobs are named by
+    // their digest, because of the digest.
+    let served_miss = |l: &Result<Lookup, StoreError>| match l {
+        Ok(Lookup::Corrupt(why)) => !d.by_digest() || why.contains("does not match its digest"),
+        _ => false,
+    };
     // One bit flipped at every position of the record.
     for i in 0..good.len() {
         let mut bad = good.clone();
         bad[i] ^= 1 << (i % 8);
-        raw.replace(&name, &bad).unwrap();
+        d.record_becomes(&k, &bad, How::Stored);
         let l = s.get(&k);
         c.check(
             &format!("bit {} of byte {i} flipped", i % 8),
@@ -287,18 +300,18 @@ fn damage(b: &Backend, c: &mut Cases) {
     }
     // Truncated, emptied, another key's record, an unknown format.
     for len in [0, 1, good.len() / 2, good.len() - 1] {
-        raw.replace(&name, &good[..len]).unwrap();
+        d.record_becomes(&k, &good[..len], How::Served);
         let l = s.get(&k);
         c.check(
             &format!("the record cut to {len} bytes is a miss"),
-            matches!(l, Ok(Lookup::Corrupt(_))),
+            served_miss(&l),
             || format!("{l:?}"),
         );
     }
     let other_key =
         serde_json::to_vec(&record(&key(101), "dmg", "sha256:8888888888888888", &inputs).sealed())
             .unwrap();
-    raw.replace(&name, &other_key).unwrap();
+    d.record_becomes(&k, &other_key, How::Stored);
     let l = s.get(&k);
     c.check(
         "another key's record is a miss",
@@ -307,21 +320,37 @@ fn damage(b: &Backend, c: &mut Cases) {
     );
     let mut v0 = r.clone();
     v0.format = "kiln-record-v0".into();
-    raw.replace(&name, &serde_json::to_vec(&v0).unwrap())
-        .unwrap();
+    d.record_becomes(&k, &serde_json::to_vec(&v0).unwrap(), How::Stored);
     let l = s.get(&k);
     c.check(
         "an unknown format version is a miss",
         matches!(&l, Ok(Lookup::Corrupt(w)) if w.contains("format")),
         || format!("{l:?}"),
     );
-    // A put repairs a damaged record (it is not "already present").
-    let p = s.put(&r, &inputs, false);
-    c.check(
-        "a put over a damaged record repairs it",
-        matches!(p, Ok(PutOutcome::Replaced)),
-        || format!("{p:?}"),
-    );
+    if b.put_repairs {
+        // A put repairs a damaged record (it is not "already present").
+        let p = s.put(&r, &inputs, false);
+        c.check(
+            "a put over a damaged record repairs it",
+            matches!(p, Ok(PutOutcome::Replaced)),
+            || format!("{p:?}"),
+        );
+    } else {
+        // Create-if-absent leaves it; the rebuild's forced put repairs it.
+        let p = s.put(&r, &inputs, false);
+        let l = s.get(&k);
+        c.check(
+            "a put over a damaged record leaves it to a forced put",
+            matches!(p, Ok(PutOutcome::AlreadyPresent)) && matches!(l, Ok(Lookup::Corrupt(_))),
+            || format!("{p:?} {l:?}"),
+        );
+        let p = s.put(&r, &inputs, true);
+        c.check(
+            "a forced put over a damaged record repairs it",
+            matches!(p, Ok(PutOutcome::Replaced)),
+            || format!("{p:?}"),
+        );
+    }
     let l = s.get(&k);
     c.check(
         "and it reads back",
@@ -329,14 +358,11 @@ fn damage(b: &Backend, c: &mut Cases) {
         || format!("{l:?}"),
     );
     // The payload: flipped, cut, missing.
-    let blob = objects::blob_name(&r.inputs_digest);
-    let Ok(Read::Found(payload)) = raw.read(&blob) else {
-        panic!("payload")
-    };
+    let payload = d.payload(&r);
     for i in 0..payload.len() {
         let mut bad = payload.clone();
         bad[i] ^= 1 << (i % 8);
-        raw.replace(&blob, &bad).unwrap();
+        d.payload_becomes(&r, &bad, How::Stored);
         let l = s.get(&k);
         c.check(
             &format!("payload byte {i} flipped is a miss"),
@@ -344,14 +370,12 @@ fn damage(b: &Backend, c: &mut Cases) {
             || format!("{l:?}"),
         );
     }
-    raw.replace(&blob, &payload[..payload.len() / 2]).unwrap();
+    d.payload_becomes(&r, &payload[..payload.len() / 2], How::Served);
     let l = s.get(&k);
-    c.check(
-        "a cut payload is a miss",
-        matches!(l, Ok(Lookup::Corrupt(_))),
-        || format!("{l:?}"),
-    );
-    raw.replace(&blob, b"").unwrap();
+    c.check("a cut payload is a miss", served_miss(&l), || {
+        format!("{l:?}")
+    });
+    d.payload_becomes(&r, b"", How::Stored);
     let l = s.get(&k);
     c.check(
         "an emptied payload is a miss",
@@ -365,21 +389,43 @@ fn damage(b: &Backend, c: &mut Cases) {
         || format!("{p:?}"),
     );
     // The latest pointer: garbage, a key without a record.
-    let pointer = objects::target_name("dmg");
-    raw.replace(&pointer, b"\xff\xfe not a key").unwrap();
+    d.pointer_becomes("dmg", b"\xff\xfe not a key");
     let l = s.latest("dmg");
     c.check(
         "a garbled latest pointer is damage, not never-built",
         matches!(l, Ok(Lookup::Corrupt(_))),
         || format!("{l:?}"),
     );
-    raw.replace(&pointer, key(999).as_bytes()).unwrap();
+    d.pointer_becomes("dmg", key(999).as_bytes());
     let l = s.latest("dmg");
     c.check(
         "a pointer to a key without a record is damage",
         matches!(l, Ok(Lookup::Corrupt(_))),
         || format!("{l:?}"),
     );
+    if d.by_digest() {
+        // Where blobs are named by their digest, a whole other blob served
+        // under it is damage too: a record of this key, sealed and readable,
+        // that names another image (only the digest tells: read without it,
+        // it is a false hit), a payload that is readable JSON.
+        let mut other = r.clone();
+        other.image_id = "sha256:9999999999999999".into();
+        let other = serde_json::to_vec_pretty(&other.sealed()).unwrap();
+        d.record_becomes(&k, &other, How::Served);
+        let l = s.get(&k);
+        c.check(
+            "another whole record served under the record's digest is a miss",
+            served_miss(&l),
+            || format!("{l:?}"),
+        );
+        d.payload_becomes(&r, br#"{"d":2}"#, How::Served);
+        let l = s.get(&k);
+        c.check(
+            "another whole payload served under the payload's digest is a miss",
+            served_miss(&l),
+            || format!("{l:?}"),
+        );
+    }
 }
 
 fn claimant(who: &str, beat: u64, state: ClaimState) -> Claimant {

@@ -1,29 +1,122 @@
 //! What the store tests that run on every back end share: the back ends
 //! on fresh namespaces (a directory; `KILN_REGISTRY`; the `KILN_TEST_S3_*`
-//! and `KILN_TEST_WEBDAV*` servers of `scripts/store-servers`), records and
-//! keys.
+//! and `KILN_TEST_WEBDAV*` servers of `scripts/store-servers`), how the
+//! fault matrix damages what each holds ([`Damage`]), records and keys.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod registry;
+
 use std::sync::Arc;
 
-use kiln_store::objects::Objects;
+use kiln_store::objects::{self, Objects, Read};
 use kiln_store::{
     AwsSettings, DavAuth, DavStore, FORMAT, FsStore, OciStore, Record, RecordStore, S3Store,
     digest, payload_bytes,
 };
 
 /// A back end under test: a store on a fresh namespace, the same
-/// namespace as raw objects (to damage), another handle on it (another
-/// client: another writer), and a handle with read-only credentials.
+/// namespace as raw objects (to damage claims), a way to damage its
+/// records, another handle on it (another client: another writer), and a
+/// handle with read-only credentials.
 pub struct Backend {
     pub name: &'static str,
     pub store: Arc<dyn RecordStore>,
     pub raw: Option<Arc<dyn Objects>>,
+    /// How the fault matrix damages records, payloads and latest pointers:
+    /// the raw objects ([`ObjectDamage`]), or a registry's own API and a
+    /// proxy in front of it ([`registry::RegistryDamage`]).
+    pub damage: Option<Arc<dyn Damage>>,
     pub another: Box<dyn Fn() -> Arc<dyn RecordStore> + Send + Sync>,
     pub reader: Option<Arc<dyn RecordStore>>,
     /// Create-if-absent is atomic (exactly one of racing writers wins).
     pub atomic: bool,
+    /// A put without `force` over a damaged record replaces it. The OCI
+    /// store's create-if-absent cannot tell damage from another writer's
+    /// record without reading every blob, so it leaves a damaged record to
+    /// the rebuild's forced put (docs/store-oci.md, Protocol 5).
+    pub put_repairs: bool,
+}
+
+/// How a damage case puts its bytes where a record or payload was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    /// Stored in its place. Objects: the object replaced. A registry:
+    /// the bytes pushed as a blob of their own and the manifest under the
+    /// key's tag PUT again with the layer naming it (a manifest replaced
+    /// by a push of different bytes under the same tag: what any client
+    /// with push access can do). Every digest then matches, so only the
+    /// store's own checks (seal, format, key, the payload's blake3) can
+    /// tell.
+    Stored,
+    /// Served in its place. Objects: the object replaced. A registry: the
+    /// manifest as written, and the registry answering these bytes for the
+    /// blob's digest, as a registry whose stored copy is damaged (cut
+    /// short, changed) serves it as if intact (`scripts/registry-faults`'
+    /// `serve-blob`). The blob then does not match its digest.
+    Served,
+}
+
+/// Reaches under the protocol of a back end to damage what it holds, the
+/// way its kind of storage can be damaged.
+pub trait Damage: Send + Sync {
+    /// Key's record as it is stored (read, not damaged).
+    fn record(&self, key: &str) -> Vec<u8>;
+    /// Makes key's record `bytes`, undoing any earlier damage to it.
+    fn record_becomes(&self, key: &str, bytes: &[u8], how: How);
+    /// The payload of record `r` as it is stored.
+    fn payload(&self, r: &Record) -> Vec<u8>;
+    /// Makes the payload of record `r` `bytes`, undoing any earlier damage.
+    fn payload_becomes(&self, r: &Record, bytes: &[u8], how: How);
+    /// Makes `target`'s latest-record pointer hold `bytes`.
+    fn pointer_becomes(&self, target: &str, bytes: &[u8]);
+    /// Whether blobs are named by their digest and a read checks it: then
+    /// [`How::Served`] damage is a miss *because* of the digest, and
+    /// another whole record served under a record's digest is damage.
+    fn by_digest(&self) -> bool {
+        false
+    }
+}
+
+/// Damage to a store of named objects (filesystem, S3, WebDAV): the object
+/// replaced, however the case puts it.
+pub struct ObjectDamage(pub Arc<dyn Objects>);
+
+impl ObjectDamage {
+    fn read(&self, name: &str) -> Vec<u8> {
+        match self.0.read(name) {
+            Ok(Read::Found(b)) => b,
+            other => panic!("{name} in {} is not readable: {other:?}", self.0.shown()),
+        }
+    }
+
+    fn replace(&self, name: &str, bytes: &[u8]) {
+        if let Err(e) = self.0.replace(name, bytes) {
+            panic!("replacing {name} in {}: {e}", self.0.shown())
+        }
+    }
+}
+
+impl Damage for ObjectDamage {
+    fn record(&self, key: &str) -> Vec<u8> {
+        self.read(&objects::record_name(key))
+    }
+
+    fn record_becomes(&self, key: &str, bytes: &[u8], _: How) {
+        self.replace(&objects::record_name(key), bytes);
+    }
+
+    fn payload(&self, r: &Record) -> Vec<u8> {
+        self.read(&objects::blob_name(&r.inputs_digest))
+    }
+
+    fn payload_becomes(&self, r: &Record, bytes: &[u8], _: How) {
+        self.replace(&objects::blob_name(&r.inputs_digest), bytes);
+    }
+
+    fn pointer_becomes(&self, target: &str, bytes: &[u8]) {
+        self.replace(&objects::target_name(target), bytes);
+    }
 }
 
 pub fn unique(what: &str) -> String {
@@ -69,26 +162,37 @@ pub fn fs_backend() -> Backend {
     Backend {
         name: "fs",
         store: store.clone(),
-        raw: Some(store),
+        raw: Some(store.clone()),
+        damage: Some(Arc::new(ObjectDamage(store))),
         another: Box::new(move || Arc::new(FsStore::new(&dir))),
         reader: None,
         atomic: true,
+        put_repairs: true,
     }
 }
 
+/// The OCI back end: a repository of `KILN_REGISTRY`, which the stores
+/// reach through `scripts/registry-faults` (its `serve-blob` fault serves
+/// damaged blobs when a case asks for it, and forwards everything else);
+/// records are damaged through the registry's own API
+/// ([`registry::RegistryDamage`]).
 pub fn oci_backend() -> Option<Backend> {
     let [registry] = required("oci", &["KILN_REGISTRY"], "scripts/dev-env up sets it")
         .map(|v| <[String; 1]>::try_from(v).unwrap())?;
-    let location = format!("oci://{registry}/kiln-test/{}", unique("matrix"));
+    let repository = format!("kiln-test/{}", unique("matrix"));
+    let damage = registry::RegistryDamage::start(&registry, &repository);
+    let location = format!("oci://{}/{repository}", damage.proxy());
     let open = move || -> Arc<dyn RecordStore> { Arc::new(OciStore::new(&location).unwrap()) };
     Some(Backend {
         name: "oci",
         store: open(),
         raw: None,
+        damage: Some(Arc::new(damage)),
         another: Box::new(open),
         reader: None,
         // Registries have no conditional tag PUT (docs/store-oci.md).
         atomic: false,
+        put_repairs: false,
     })
 }
 
@@ -124,10 +228,12 @@ pub fn s3_backend() -> Option<Backend> {
     Some(Backend {
         name: "s3",
         store: store.clone(),
-        raw: Some(store),
+        raw: Some(store.clone()),
+        damage: Some(Arc::new(ObjectDamage(store))),
         another: Box::new(move || Arc::new(S3Store::with_settings(&loc, w.clone()).unwrap())),
         reader: Some(Arc::new(S3Store::with_settings(&location, r).unwrap())),
         atomic: true,
+        put_repairs: true,
     })
 }
 
@@ -153,10 +259,12 @@ pub fn dav_backend() -> Option<Backend> {
     Some(Backend {
         name: "webdav",
         store: store.clone(),
-        raw: Some(store),
+        raw: Some(store.clone()),
+        damage: Some(Arc::new(ObjectDamage(store))),
         another: Box::new(move || Arc::new(DavStore::with_auth(&loc, w.clone()).unwrap())),
         reader: Some(Arc::new(DavStore::with_auth(&location, r).unwrap())),
         atomic: true,
+        put_repairs: true,
     })
 }
 
