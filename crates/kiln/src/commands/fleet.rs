@@ -48,72 +48,7 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
             let name = n.name.clone();
             let raw = n.endpoint.clone();
             let gb = s.gb_per_job;
-            tasks.push(tokio::spawn(async move {
-                let r = async {
-                    let (e, b) = match ep {
-                        Some(ep) => (
-                            Some(kiln_engine::driver::local::LocalEngine::connect(ep).await?),
-                            None,
-                        ),
-                        // Not an engine address: a buildx builder, probed
-                        // through the engine behind it.
-                        None => {
-                            let d = kiln_engine::driver::buildx::BuildxDriver::connect(&builder_spec(
-                                Some(&raw),
-                            ))
-                            .await?;
-                            let facts = d.facts().await?;
-                            (
-                                kiln_engine::driver::Driver::engine(&d).cloned(),
-                                Some(facts),
-                            )
-                        }
-                    };
-                    // A builder that keeps no image store has no engine
-                    // to probe: it is up when buildx reaches its BuildKit
-                    // (a docker-container builder may also be `inactive`:
-                    // buildx starts it on the first build).
-                    let f = match &e {
-                        Some(e) => Some(kiln_engine::probe::probe(e, gb).await?),
-                        None => {
-                            let status = b.as_ref().and_then(|f| f.status.clone());
-                            let driver = b.as_ref().map(|f| f.driver.as_str()).unwrap_or("");
-                            match status.as_deref() {
-                                Some("running") | None => None,
-                                Some("inactive") if driver == "docker-container" => None,
-                                Some(other) => {
-                                    return Err(kiln_engine::EngineError::Unreachable {
-                                        endpoint: raw.clone(),
-                                        detail: format!(
-                                            "buildx reports the builder {other}: its BuildKit does not answer"
-                                        ),
-                                    });
-                                }
-                            }
-                        }
-                    };
-                    Ok::<_, kiln_engine::EngineError>((f, b))
-                }
-                .await;
-                match r {
-                    Ok((f, builder)) => NodeReport {
-                        name,
-                        endpoint: raw,
-                        status: "up",
-                        facts: f,
-                        builder,
-                        error: None,
-                    },
-                    Err(e) => NodeReport {
-                        name,
-                        endpoint: raw,
-                        status: "down",
-                        facts: None,
-                        builder: None,
-                        error: Some(e.to_string()),
-                    },
-                }
-            }));
+            tasks.push(tokio::spawn(probe_node(name, raw, ep, gb)));
         }
         let mut v = Vec::new();
         for t in tasks {
@@ -130,67 +65,146 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
             t.push('\n');
             t
         }
-        Format::Text => {
-            let w = reports
-                .iter()
-                .map(|r| r.name.len())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            let mut t = format!(
-                "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  ENDPOINT\n",
-                "NODE", "STATUS", "CORES", "FREE_GB", "IDLE", "SCORE", "JOBS"
-            );
-            for r in &reports {
-                match &r.facts {
-                    Some(f) => t.push_str(&format!(
-                        "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {}{}\n",
-                        r.name,
-                        r.status,
-                        f.cores,
-                        f.free_gb,
-                        f.idle_cores,
-                        f.score,
-                        f.jobs,
-                        r.endpoint,
-                        r.builder
-                            .as_ref()
-                            .map(|b| format!(
-                                "  (buildx {} {} driver on {}, engine {} with the {} image store)",
-                                b.buildx, b.driver, b.engine, b.engine_version, b.image_store
-                            ))
-                            .unwrap_or_default()
-                    )),
-                    None => {
-                        // Up without facts: a builder with no engine to
-                        // probe; down: why.
-                        let note = if r.status == "up" {
-                            r.builder
-                                .as_ref()
-                                .map(|b| format!(
-                                    "  (buildx {} {} driver, {}, {}; no image store: hand-over by registry digest, memory from the fleet file)",
-                                    b.buildx,
-                                    b.driver,
-                                    b.engine_version,
-                                    b.platforms.join(",")
-                                ))
-                                .unwrap_or_default()
-                        } else {
-                            format!("  ({})", r.error.clone().unwrap_or_default())
-                        };
-                        t.push_str(&format!(
-                            "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}{}\n",
-                            r.name, r.status, "-", "-", "-", "-", "-", r.endpoint, note
-                        ));
-                    }
-                }
-            }
-            t
-        }
+        Format::Text => table(&reports),
     };
     crate::output::write(out, &text)?;
     if !reports.is_empty() && reports.iter().all(|r| r.status == "down") {
         return Err(CliError::env("no node of the fleet answers"));
     }
     Ok(())
+}
+
+/// Asks one node of the fleet what it is and what it has free: an engine
+/// address is probed with the probe container; a buildx builder through
+/// the engine behind it, or by buildx alone for a builder that keeps no
+/// image store.
+async fn probe_node(
+    name: String,
+    raw: String,
+    ep: Option<kiln_engine::Endpoint>,
+    gb: f64,
+) -> NodeReport {
+    let r = async {
+        let (e, b) = match ep {
+            Some(ep) => (
+                Some(kiln_engine::driver::local::LocalEngine::connect(ep).await?),
+                None,
+            ),
+            // Not an engine address: a buildx builder, probed
+            // through the engine behind it.
+            None => {
+                let d =
+                    kiln_engine::driver::buildx::BuildxDriver::connect(&builder_spec(Some(&raw)))
+                        .await?;
+                let facts = d.facts().await?;
+                (
+                    kiln_engine::driver::Driver::engine(&d).cloned(),
+                    Some(facts),
+                )
+            }
+        };
+        // A builder that keeps no image store has no engine
+        // to probe: it is up when buildx reaches its BuildKit
+        // (a docker-container builder may also be `inactive`:
+        // buildx starts it on the first build).
+        let f = match &e {
+            Some(e) => Some(kiln_engine::probe::probe(e, gb).await?),
+            None => {
+                let status = b.as_ref().and_then(|f| f.status.clone());
+                let driver = b.as_ref().map(|f| f.driver.as_str()).unwrap_or("");
+                match status.as_deref() {
+                    Some("running") | None => None,
+                    Some("inactive") if driver == "docker-container" => None,
+                    Some(other) => {
+                        return Err(kiln_engine::EngineError::Unreachable {
+                            endpoint: raw.clone(),
+                            detail: format!(
+                                "buildx reports the builder {other}: its BuildKit does not answer"
+                            ),
+                        });
+                    }
+                }
+            }
+        };
+        Ok::<_, kiln_engine::EngineError>((f, b))
+    }
+    .await;
+    match r {
+        Ok((f, builder)) => NodeReport {
+            name,
+            endpoint: raw,
+            status: "up",
+            facts: f,
+            builder,
+            error: None,
+        },
+        Err(e) => NodeReport {
+            name,
+            endpoint: raw,
+            status: "down",
+            facts: None,
+            builder: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// The fleet as a table: a row per node with its facts, or why it has
+/// none.
+fn table(reports: &[NodeReport]) -> String {
+    let w = reports
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut t = format!(
+        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  ENDPOINT\n",
+        "NODE", "STATUS", "CORES", "FREE_GB", "IDLE", "SCORE", "JOBS"
+    );
+    for r in reports {
+        match &r.facts {
+            Some(f) => t.push_str(&format!(
+                "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {}{}\n",
+                r.name,
+                r.status,
+                f.cores,
+                f.free_gb,
+                f.idle_cores,
+                f.score,
+                f.jobs,
+                r.endpoint,
+                r.builder
+                    .as_ref()
+                    .map(|b| format!(
+                        "  (buildx {} {} driver on {}, engine {} with the {} image store)",
+                        b.buildx, b.driver, b.engine, b.engine_version, b.image_store
+                    ))
+                    .unwrap_or_default()
+            )),
+            None => {
+                // Up without facts: a builder with no engine to
+                // probe; down: why.
+                let note = if r.status == "up" {
+                    r.builder
+                        .as_ref()
+                        .map(|b| format!(
+                            "  (buildx {} {} driver, {}, {}; no image store: hand-over by registry digest, memory from the fleet file)",
+                            b.buildx,
+                            b.driver,
+                            b.engine_version,
+                            b.platforms.join(",")
+                        ))
+                        .unwrap_or_default()
+                } else {
+                    format!("  ({})", r.error.clone().unwrap_or_default())
+                };
+                t.push_str(&format!(
+                    "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}{}\n",
+                    r.name, r.status, "-", "-", "-", "-", "-", r.endpoint, note
+                ));
+            }
+        }
+    }
+    t
 }
