@@ -13,6 +13,11 @@
 //! waiter creates the next generation and builds. A store that cannot
 //! create an object only if it is absent (the OCI registry store) holds no
 //! claims: the run says so once and builds.
+//!
+//! Must never: build or write a build record (the target's task does
+//! both), compare one machine's clock with another's, or let a store
+//! failure fail the target: it says so through `say` and builds without a
+//! claim.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,10 @@
 //! Build contexts: the files of the context directory that `.dockerignore`
 //! keeps (the docker CLI's rules, from `kiln-dockerfile`), packed into the
 //! tar the Engine API expects, plus the Dockerfile kiln actually sends.
+//!
+//! Must never: write into the context directory, follow a symbolic link
+//! (a link is packed as a link), or let kiln's state directory (`.kiln/`)
+//! into a context or a key.
 
 use std::io::Write;
 use std::path::Path;

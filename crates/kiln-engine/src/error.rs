@@ -1,4 +1,7 @@
 //! Engine errors, classified so the CLI can map them to exit codes.
+//!
+//! Must never: choose an exit code or print: the CLI maps each class to
+//! its code and says the message.
 
 /// Why a build (or the engine) failed.
 #[derive(Debug, thiserror::Error)]

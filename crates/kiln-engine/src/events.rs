@@ -1,5 +1,9 @@
 //! Progress events: what the engine reports while it runs. The CLI renders
 //! them (bars, plain lines or JSON lines); tests collect them.
+//!
+//! Must never: render or print an event (the CLI's reporters do), or hold
+//! up the run: a reporter is called on the build's path and must return
+//! quickly.
 
 use serde::Serialize;
 

@@ -7,6 +7,10 @@
 //! else re-reads the file. The cache file is versioned (`stat-cache-v1`) and
 //! written atomically (temporary file + rename); an unreadable or foreign
 //! cache is ignored, never trusted.
+//!
+//! Must never: follow a symbolic link (a link is hashed by the path it
+//! points to), change a file it hashes, or choose which files a key covers
+//! (the caller passes the paths).
 
 use std::collections::HashMap;
 use std::io::Read;

@@ -8,6 +8,10 @@
 //! The job count kiln hands a build (secret `kiln-jobs`, `crate::jobs`) is
 //! not an input: the manifest records the ids of the bake file's secrets
 //! only, and the implicit one is not among them.
+//!
+//! Must never: resolve an image to a digest or build an upstream (the
+//! caller passes both digests in), or put a secret's value in the
+//! manifest: it records secret ids only.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,6 @@
 //! A small registry client: which manifest digest an image reference names
 //! now. Content keys use it for the images a target builds on (`FROM`,
-//! `docker-image://` contexts); preflight checks will use it too.
+//! `docker-image://` contexts); preflight checks use it too.
 //!
 //! References are normalised the way Docker does it
 //! ([`kiln_plan::ImageRef`]: `busybox` is `docker.io/library/busybox:latest`).
@@ -21,6 +21,14 @@
 //! Every resolution is bounded by one timeout for the whole operation (the
 //! token exchange, `HEAD`, the `GET` fallback and retries), so a registry
 //! that accepts connections and never answers cannot hang a run.
+//!
+//! It also reads an image's size and identity from its manifests and
+//! config, and points a tag at a digest (`retag`): the one write it makes,
+//! a manifest put under a tag whose blobs are already there.
+//!
+//! Must never: decide how a registry is reached or what credentials it is
+//! given (that is `registry_io`'s), push a layer or a blob, or print (a
+//! failure is a [`RegistryError`] for the caller to say).
 
 use std::sync::Arc;
 use std::time::Duration;

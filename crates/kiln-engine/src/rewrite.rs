@@ -14,6 +14,11 @@
 //!
 //! The rewritten Dockerfile is what is sent to the engine; the user's file is
 //! never modified.
+//!
+//! Must never: read or write a file or talk to the engine (it is a pure
+//! function of the text, the args and the references it is given), or
+//! replace a stage's name: a `FROM`, `--from` or `from=` naming an earlier
+//! stage means that stage.
 
 use std::collections::{BTreeMap, HashSet};
 

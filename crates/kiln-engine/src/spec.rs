@@ -1,5 +1,8 @@
 //! What the engine is asked to build: one [`BuildSpec`] per target, already
 //! resolved from the bake files and ordered by the plan.
+//!
+//! Must never: hold a secret's value (a secret is its id and where the
+//! docker CLI reads it from) or read a file: a spec is plain data.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -9,6 +9,9 @@
 //! not counted either: dockerd's embedded BuildKit reports a `FROM <local
 //! image>` as DONE, never CACHED, even when nothing changed, so counting it
 //! would make a fully cached build look partly rebuilt.
+//!
+//! Must never: count a `FROM` or an internal vertex as a step, or report
+//! anything itself: it returns events to the driver that feeds it.
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -1,5 +1,9 @@
 //! The command-line interface (clap types). Resolved once into
 //! settings structs (`settings.rs`) that the commands receive.
+//!
+//! Must never: resolve or act on a value: clap reads the arguments (and
+//! the environment variables some flags name), the settings resolve them,
+//! the commands act.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 

@@ -4,6 +4,10 @@
 //! default (docs/scheduling.md); output sizes likewise, from the pushed
 //! image's size in the registry. Memory requirements come only from the
 //! file. Also records finished builds into the history.
+//!
+//! Must never: create the history just to read it, fail a command over a
+//! history it cannot read or write (that is a warning on stderr), or
+//! record a skipped or blocked target (it did no work).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,5 +1,8 @@
 //! The CLI's one error type and the mapping to documented exit codes, in one
 //! place.
+//!
+//! Must never: print an error (`kiln::run` writes it to stderr, once), or
+//! map a kind to a code outside the documented ones in `exit`.
 
 use std::fmt;
 use std::process::ExitCode;

@@ -4,6 +4,10 @@
 //! to the documented exit codes (see [`error::exit`]).
 //!
 //! stdout carries data only; messages and errors go to stderr.
+//!
+//! Must never: write a message or an error to stdout, or do a command's
+//! work here: `run` parses, resolves settings and dispatches, and the
+//! command does the rest.
 
 pub mod cli;
 pub mod commands;

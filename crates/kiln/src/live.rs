@@ -1,9 +1,12 @@
 //! The live view of a run on a terminal: one line per node and build slot
 //! (the target it builds, its elapsed time against the expected time, its
 //! current step), and a line for the queue — redrawn in place
-//! (`commands::build`'s TTY reporter draws these lines; plain progress is
-//! unchanged). This module is the state and the text, with no terminal in
-//! it, so it is tested without one.
+//! (`progress::terminal`'s TTY reporter draws these lines; plain progress
+//! is unchanged). This module is the state and the text, with no terminal
+//! in it, so it is tested without one.
+//!
+//! Must never: write to the terminal or read the clock: the reporter
+//! passes the time in and draws the lines.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};

@@ -1,4 +1,7 @@
 //! Settings resolved from the command line and the environment, once.
+//!
+//! Must never: connect to the engine, open the store or read a bake file:
+//! it only says where each is.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

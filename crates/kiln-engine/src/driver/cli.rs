@@ -7,6 +7,10 @@
 //! reads, logs or stores them. The one secret kiln makes itself, the job
 //! count (`crate::jobs`), is written to a private file in the build's
 //! temporary directory and removed with it.
+//!
+//! Must never: read the value of a bake file's secret (only its id and its
+//! `src=` or `env=` reach the command line), or push or record the image
+//! it builds (the engine driver and the scheduler do).
 
 use std::collections::BTreeMap;
 use std::process::Stdio;

@@ -1,6 +1,11 @@
 //! The local engine driver: BuildKit builds through the Docker Engine API
 //! (`POST /build?version=2` with a session, via `bollard`), tagging, pushing
 //! and image lookups.
+//!
+//! Must never: carry a build secret (the Engine API's `/build` cannot;
+//! targets with secrets build through the docker CLI, `cli`), print
+//! anything (a retried push is a warning event to the reporter), or wait
+//! without a bound on a request that is not a build, a pull or a push.
 
 use std::collections::HashMap;
 

@@ -6,6 +6,10 @@
 //! Exit codes: 0 when the log was read, whatever the verdict (the verdict is
 //! data); 2 when the log or the inputs cannot be read or hold no BuildKit
 //! progress.
+//!
+//! Must never: ask the engine, a registry or the record store (the log and
+//! the manifests given are all it reads), or fail because the cache did
+//! not work: the verdict is data.
 
 use std::io::Write;
 

@@ -2,6 +2,10 @@
 //! container reading the node's `/proc`) and shows its free memory, idle
 //! cores, score (free GB + idle cores, as seed 003 weights them) and the
 //! compile jobs it can afford.
+//!
+//! Must never: build, or change anything on a node beyond its probe
+//! container (removed again), or read the bake files: the fleet file is its
+//! input.
 
 use std::io::Write;
 

@@ -3,6 +3,9 @@
 //! skipped or failed, durations per target over time — and the learned
 //! cost the next schedule will use, with how far the last predictions were
 //! off (docs/report.md).
+//!
+//! Must never: record a run or start a history (a project without one is
+//! told to build first), or ask the engine or a registry.
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -2,6 +2,9 @@
 //! defects in bake files, Dockerfiles and CI workflow files. The rules and
 //! formats live in `kiln-lint`; this command picks the paths, prints, and
 //! exits 1 when an error-level finding exists (docs/lint.md).
+//!
+//! Must never: change a file it lints or build anything: it reads the
+//! paths and reports.
 
 use std::io::Write;
 use std::path::PathBuf;

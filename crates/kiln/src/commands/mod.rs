@@ -1,6 +1,9 @@
 //! One module per subcommand. A command never imports another: what
 //! commands share to prepare a run is in [`crate::prepare`] (and learned
 //! costs in [`crate::costs`]).
+//!
+//! Must never: let a command import another, or hold what commands share
+//! (that goes in [`crate::prepare`]).
 
 pub mod build;
 pub mod diagnose;

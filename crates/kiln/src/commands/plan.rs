@@ -1,6 +1,9 @@
 //! `kiln plan`: the ordered closure of the requested targets with each
 //! target's direct dependencies and what a build would do with it (content
 //! key, `build`/`skip`, why), as text, JSON, or a mermaid/dot graph.
+//!
+//! Must never: build, tag, push or record anything, or run the buildx
+//! commands it shows (they are printed for reading).
 
 use std::io::Write;
 

@@ -2,6 +2,9 @@
 //! the run needs and does not build itself exists — on the engine or in its
 //! registry — and names what is missing with the target that produces it.
 //! `kiln build` runs the same check first.
+//!
+//! Must never: build, pull or tag anything, or fail for a missing cache
+//! ref (a warning: the build starts without that cache).
 
 use std::io::Write;
 

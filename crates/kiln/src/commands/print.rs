@@ -1,4 +1,7 @@
 //! `kiln print`: the same JSON as `docker buildx bake --print`.
+//!
+//! Must never: add anything of kiln's to the JSON (it must match buildx's
+//! byte for byte), or ask the engine, a registry or the record store.
 
 use std::io::Write;
 

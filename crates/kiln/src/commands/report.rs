@@ -5,6 +5,9 @@
 //!
 //! Exit codes: 0 written; 2 when no such run is recorded or the file cannot
 //! be read or written.
+//!
+//! Must never: ask the engine or build again: it reads only the recorded
+//! run, and writes only its rendering (to a file or stdout).
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,10 +1,14 @@
 //! `kiln schedule`: the plan scheduled over a fleet of builder nodes, as a Gantt
 //! chart, JSON or SVG (docs/scheduling.md).
 //!
-//! Costs come from the costs file, then the documented default; targets the
-//! engine and the record store predict as already built cost nothing (never
-//! asked with `--simulate`). The model and the policies are in
-//! `kiln_plan::schedule`; this command reads the files and reports.
+//! Costs come from the build history, then the costs file, then the
+//! documented default; targets the engine and the record store predict as
+//! already built cost nothing (neither the history nor they are asked with
+//! `--simulate`). The model and the policies are in `kiln_plan::schedule`;
+//! this command reads the files and reports.
+//!
+//! Must never: build, or probe the fleet's nodes (the schedule is a model
+//! of the fleet file), or write a file but the one `--svg` names.
 
 use std::io::{IsTerminal, Write};
 

@@ -2,6 +2,10 @@
 //! `list` (effective values and where they came from), `doc` (Markdown
 //! tables written into a file between markers) and `check` (exit 1 with
 //! the diff when that file has drifted). docs/vars.md.
+//!
+//! Must never: write a file but for `doc`, or outside the document's
+//! generated block (the rest is the user's), or let the environment or a
+//! `--var` into the document: it must not depend on who made it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -2,6 +2,10 @@
 //! upstream repository (`git ls-remote`): a tag, a commit or a branch (a
 //! moving ref the layer cache serves forever), and the newest release tag.
 //! docs/versions.md.
+//!
+//! Must never: change a pin or a file (it reports; updating is the
+//! user's), fetch a repository (`git ls-remote` lists refs only), or wait
+//! on a remote without a bound.
 
 use std::io::Write;
 use std::path::Path;

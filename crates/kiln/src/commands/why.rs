@@ -5,6 +5,9 @@
 //! The current inputs are computed exactly as `kiln build` computes them
 //! (upstreams that would be skipped take their recorded outputs; one that
 //! would be rebuilt shows as a pending new output).
+//!
+//! Must never: build, tag or write anything, or compute a key another way
+//! than `kiln build` does (it reads the same predictions as `kiln plan`).
 
 use std::io::Write;
 

@@ -1,4 +1,7 @@
 //! Writing data to stdout: a closed pipe is not an error.
+//!
+//! Must never: put a message or a warning on stdout (those go to stderr),
+//! or turn a reader that went away into an error.
 
 pub mod summary;
 

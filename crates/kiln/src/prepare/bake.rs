@@ -1,5 +1,9 @@
 //! Loading the bake files and resolving the requested targets, with the
 //! positions and "did you mean" hints of unknown names.
+//!
+//! Must never: write to stdout (what buildx would ignore is a warning on
+//! stderr), or change what was asked: a `--set` that shadows a variable is
+//! warned about, never rewritten.
 
 use kiln_bake::{Bake, Resolved, VariableInfo};
 

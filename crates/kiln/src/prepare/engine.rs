@@ -1,6 +1,9 @@
 //! The engine side of a run: the record store and stat cache, the async
 //! runtime, the engine endpoint or buildx builder, registry probes, and
 //! engine errors as CLI errors.
+//!
+//! Must never: connect to an engine or read or write a record: it opens
+//! the store and names the endpoint, and the run does the rest.
 
 use std::sync::Arc;
 

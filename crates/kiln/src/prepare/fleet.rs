@@ -1,5 +1,9 @@
 //! The fleet plan of a `--fleet` run: its nodes and where kiln's schedule
 //! places each target.
+//!
+//! Must never: contact a node (the run connects to each; until then a
+//! builder's name stands for its engine), or write the build history
+//! (learned costs are only read here).
 
 use std::path::Path;
 

@@ -22,9 +22,9 @@
 //!
 //! Costs learned from the build history are in [`crate::costs`].
 //!
-//! This module never prints to stdout (warnings go to stderr) and never
-//! decides an exit code: failures are returned as [`CliError`]s, which the
-//! command hands back to `run`.
+//! Must never: print to stdout (warnings go to stderr), or decide an exit
+//! code: failures are returned as [`CliError`]s, which the command hands
+//! back to `run`.
 //!
 //! [`CliError`]: crate::error::CliError
 

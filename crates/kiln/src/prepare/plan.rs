@@ -1,5 +1,9 @@
 //! The resolved targets as a plan ([`Planned`], [`build_plan`]) and what a
 //! build would do with each ([`predictions`]).
+//!
+//! Must never: build, tag or write anything (a prediction only looks), or
+//! fail for want of an engine or a builder: without one, a warning says so
+//! and every target is predicted to build.
 
 use kiln_bake::{Bake, Diags};
 use kiln_plan::{Graph, GraphError, Plan, PlanTarget};

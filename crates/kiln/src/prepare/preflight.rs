@@ -1,6 +1,9 @@
 //! The preflight check `kiln build` runs first and `kiln preflight` runs
 //! alone: every image the run needs and does not build itself, looked for
 //! on the engine (or every fleet node that may need it) and in registries.
+//!
+//! Must never: build, pull or tag anything: the engines and registries are
+//! only asked what they hold.
 
 use kiln_engine::preflight::{Checked, Need, Status};
 

@@ -1,5 +1,9 @@
 //! Bake targets → engine [`BuildSpec`]s, and the cache policy of each
 //! driver applied to them.
+//!
+//! Must never: read a secret's value (only whether its file or variable is
+//! there), or ask the engine or a registry anything: a spec is made from
+//! the resolved bake target and the files it names.
 
 use std::path::{Path, PathBuf};
 

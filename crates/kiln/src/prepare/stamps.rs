@@ -7,6 +7,11 @@
 //! built with the real values. A commit that changes nothing a target
 //! consumes therefore keeps its key and is skipped, and an image built at
 //! a commit carries that commit's stamp. docs/stamps.md.
+//!
+//! Must never: override a stamp that `--var` or the environment sets,
+//! change the checkout (git is only asked), or let a stamp reach what
+//! decides a build: a stamp outside args, labels, tags, outputs,
+//! annotations and cache refs is an error.
 
 use std::collections::BTreeMap;
 use std::path::Path;

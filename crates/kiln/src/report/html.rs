@@ -2,6 +2,10 @@
 //! script that draws the Gantt charts, the graph and the details) with the
 //! run's JSON embedded in a `<script type="application/json">` element.
 //! The page loads nothing: its Content-Security-Policy allows no request.
+//!
+//! Must never: embed the run's JSON unescaped (it goes through
+//! `html_safe_json`, so no string from the run can end the script
+//! element), or give the page anything to fetch.
 
 use super::RunReport;
 

@@ -2,6 +2,9 @@
 //! terminal — the run and its totals, makespan against plan and bound, one
 //! line per lane with its builds in order, a table of targets, cache
 //! health, and what failed.
+//!
+//! Must never: read or write anything but the report it is given: it
+//! returns the text, and `kiln report` writes it out.
 
 use std::fmt::Write;
 
