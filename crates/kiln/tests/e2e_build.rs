@@ -3616,6 +3616,30 @@ fn a_terminal_shows_each_slot_and_the_queue_while_the_run_goes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A workspace of several targets in one bake file, each built from its
+/// own `Dockerfile.<name>` on the host network: `(name, more HCL for the
+/// target, the Dockerfile)`; the group `default` builds them all.
+fn targets(list: &[(&str, &str, &str)]) -> PathBuf {
+    let mut bake = String::from("target \"_c\" { network = \"host\" }\n");
+    for (name, more, _) in list {
+        bake.push_str(&format!(
+            "target \"{name}\" {{\n  inherits = [\"_c\"]\n  dockerfile = \"Dockerfile.{name}\"\n{more}}}\n"
+        ));
+    }
+    let names: Vec<String> = list.iter().map(|(n, _, _)| format!("\"{n}\"")).collect();
+    bake.push_str(&format!(
+        "group \"default\" {{ targets = [{}] }}\n",
+        names.join(", ")
+    ));
+    let files: Vec<(String, String)> = list
+        .iter()
+        .map(|(n, _, d)| (format!("Dockerfile.{n}"), d.to_string()))
+        .collect();
+    let mut all: Vec<(&str, &str)> = vec![("docker-bake.hcl", bake.as_str())];
+    all.extend(files.iter().map(|(n, d)| (n.as_str(), d.as_str())));
+    workspace(&all)
+}
+
 /// `--fail-fast` stops a running build, and the stopped target still ends
 /// with a finished event (`blocked`, "stopped by --fail-fast"): every
 /// target in the summary has exactly one, so a live view draws no
@@ -3624,26 +3648,15 @@ fn a_terminal_shows_each_slot_and_the_queue_while_the_run_goes() {
 fn fail_fast_ends_every_stopped_target_with_a_finished_event() {
     let Some((host, _)) = engine() else { return };
     let salt = unique("ff");
-    let bake = r#"
-target "_c" { network = "host" }
-target "fails" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.fail"
-}
-target "slow" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.slow"
-}
-group "default" { targets = ["fails", "slow"] }
-"#;
-    let dir = workspace(&[
-        ("docker-bake.hcl", bake),
+    let dir = targets(&[
         (
-            "Dockerfile.fail",
+            "fails",
+            "",
             &format!("FROM kiln/busybox:latest\nRUN sleep 2 && echo {salt} && exit 7\n"),
         ),
         (
-            "Dockerfile.slow",
+            "slow",
+            "",
             &format!("FROM kiln/busybox:latest\nRUN sleep 30 && echo {salt} > /slow\n"),
         ),
     ]);
@@ -3697,34 +3710,22 @@ group "default" { targets = ["fails", "slow"] }
 fn a_run_that_loses_its_store_mid_run_keeps_what_finished() {
     let Some((host, _)) = engine() else { return };
     let salt = unique("lost");
-    let bake = r#"
-target "_c" { network = "host" }
-target "quick" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.quick"
-}
-target "slow" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.slow"
-}
-target "after" {
-  inherits = ["_c"]
-  contexts = { s = "target:slow" }
-  dockerfile = "Dockerfile.after"
-}
-group "default" { targets = ["quick", "after"] }
-"#;
-    let dir = workspace(&[
-        ("docker-bake.hcl", bake),
+    let dir = targets(&[
         (
-            "Dockerfile.quick",
+            "quick",
+            "",
             &format!("FROM kiln/busybox:latest\nRUN echo {salt} > /q\n"),
         ),
         (
-            "Dockerfile.slow",
+            "slow",
+            "",
             &format!("FROM kiln/busybox:latest\nRUN sleep 8 && echo {salt} > /slow\n"),
         ),
-        ("Dockerfile.after", "FROM s\nRUN true\n"),
+        (
+            "after",
+            "  contexts = { s = \"target:slow\" }\n",
+            "FROM s\nRUN true\n",
+        ),
     ]);
     let store = dir.join("store");
     let store_s = store.display().to_string();
@@ -3857,26 +3858,15 @@ fn a_claim_that_is_renewed_but_never_ends_is_waited_for_at_most_claim_wait() {
 fn a_queued_target_holds_no_claim_until_it_has_a_build_slot() {
     let Some((host, _)) = engine() else { return };
     let salt = unique("slot");
-    let bake = r#"
-target "_c" { network = "host" }
-target "p" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.p"
-}
-target "q" {
-  inherits = ["_c"]
-  dockerfile = "Dockerfile.q"
-}
-group "default" { targets = ["p", "q"] }
-"#;
-    let dir = workspace(&[
-        ("docker-bake.hcl", bake),
+    let dir = targets(&[
         (
-            "Dockerfile.p",
+            "p",
+            "",
             &format!("FROM kiln/busybox:latest\nRUN sleep 12 && echo p {salt} > /p\n"),
         ),
         (
-            "Dockerfile.q",
+            "q",
+            "",
             &format!("FROM kiln/busybox:latest\nRUN sleep 12 && echo q {salt} > /q\n"),
         ),
     ]);

@@ -536,16 +536,7 @@ impl Scheduler {
                     });
                 }
                 let remote = pushed.first().map(|(r, d)| by_digest(r, d));
-                let image = node_ref(&self.sh.nodes[k], s, &built.image_id, &remote);
-                self.outputs.insert(s.name.clone(), built.image_id.clone());
-                self.produced.insert(
-                    s.name.clone(),
-                    Produced {
-                        node: k,
-                        local: image.clone(),
-                        remote,
-                    },
-                );
+                let image = self.produce(i, k, built.image_id.clone(), remote);
                 r.status = TargetStatus::Built;
                 r.build_name = build_name;
                 r.image = Some(image);
@@ -568,16 +559,7 @@ impl Scheduler {
                     let d = digest.as_ref()?;
                     s.tags.first().map(|t| by_digest(t, d))
                 });
-                let image = node_ref(&self.sh.nodes[k], s, &image_id, &remote);
-                self.outputs.insert(s.name.clone(), image_id);
-                self.produced.insert(
-                    s.name.clone(),
-                    Produced {
-                        node: k,
-                        local: image.clone(),
-                        remote,
-                    },
-                );
+                let image = self.produce(i, k, image_id, remote);
                 r.status = TargetStatus::Skipped;
                 r.image = Some(image);
                 r.digest = pushed.first().map(|(_, d)| d.clone()).or(digest);
@@ -604,6 +586,24 @@ impl Scheduler {
             Err(e) => r.error = Some(e.to_string()),
         }
         r
+    }
+
+    /// Target `i` came out as `image_id` on node `k` (and in the registry
+    /// as `remote`, when pushed): its dependents' input, handed over by the
+    /// reference returned.
+    fn produce(&mut self, i: usize, k: usize, image_id: String, remote: Option<String>) -> String {
+        let s = &self.sh.specs[i];
+        let local = node_ref(&self.sh.nodes[k], s, &image_id, &remote);
+        self.outputs.insert(s.name.clone(), image_id);
+        self.produced.insert(
+            s.name.clone(),
+            Produced {
+                node: k,
+                local: local.clone(),
+                remote,
+            },
+        );
+        local
     }
 
     /// The summary: every target's result (one not finished is blocked by
