@@ -1,5 +1,5 @@
 //! `.config/nextest.toml` keeps the end-to-end tests (the binaries
-//! e2e_build, e2e_buildx, e2e_registries) under the one limit it says they
+//! e2e_build, e2e_buildx, e2e_registries, e2e_probe) under the one limit it says they
 //! share: no override gives any of them a test group other than `engine`
 //! (for each setting the first matching override wins, so such a group
 //! would take the test out of `engine`'s limit), and every test the file
@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-const HEAVY: [&str; 3] = ["e2e_build", "e2e_buildx", "e2e_registries"];
+const HEAVY: [&str; 4] = ["e2e_build", "e2e_buildx", "e2e_registries", "e2e_probe"];
 
 /// The `#[test]` functions of the end-to-end binaries.
 fn heavy_tests(root: &Path) -> Vec<String> {
@@ -88,7 +88,8 @@ fn every_end_to_end_test_counts_against_the_engine_groups_limit() {
         let filter = block
             .split_once("filter = '")
             .map(|(_, f)| f.split('\'').next().unwrap());
-        if filter == Some("binary(e2e_build) | binary(e2e_buildx) | binary(e2e_registries)") {
+        let all = HEAVY.map(|b| format!("binary({b})")).join(" | ");
+        if filter == Some(all.as_str()) {
             assert_eq!(group.as_deref(), Some("engine"), "{block}");
             assert_eq!(setting(block, "retries").as_deref(), Some("1"), "{block}");
             engine_binaries = true;
