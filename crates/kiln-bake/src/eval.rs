@@ -236,7 +236,7 @@ impl<'e> Evaluator<'e> {
         } else if tt == Type::Dynamic || ft == Type::Dynamic {
             (None, None)
         } else {
-            match crate::unify::unify(&[tt.clone(), ft.clone()]) {
+            match crate::value::unify::unify(&[tt.clone(), ft.clone()]) {
                 Some(u) => (
                     Some(u.clone()).filter(|u| *u != tt),
                     Some(u).filter(|u| *u != ft),

@@ -16,7 +16,6 @@ pub mod parse;
 pub mod resolve;
 pub mod stdlib;
 pub mod suggest;
-pub mod unify;
 pub mod value;
 
 use std::collections::BTreeMap;

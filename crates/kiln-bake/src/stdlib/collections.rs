@@ -288,7 +288,7 @@ fn chunklist(args: &[Value]) -> Result<Value, FuncError> {
 
 fn coalesce(args: &[Value]) -> Result<Value, FuncError> {
     let types: Vec<Type> = args.iter().map(Value::ty).collect();
-    let ret = crate::unify::unify(&types)
+    let ret = crate::value::unify::unify(&types)
         .ok_or_else(|| failed("all arguments must have the same type"))?;
     match args.iter().find(|a| !a.is_null()) {
         Some(a) => convert(a.clone(), &ret).map_err(failed),
@@ -331,7 +331,7 @@ fn concat(args: &[Value]) -> Result<Value, FuncError> {
     // All lists with a common element type: the result is a list of that type.
     if args.iter().all(|a| matches!(a, Value::List(..))) {
         let types: Vec<Type> = args.iter().map(Value::ty).collect();
-        if let Some(ret @ Type::List(_)) = crate::unify::unify(&types) {
+        if let Some(ret @ Type::List(_)) = crate::value::unify::unify(&types) {
             let ety = ret.element().cloned().unwrap_or(Type::Dynamic);
             let mut vals = Vec::new();
             for (i, a) in args.iter().enumerate() {
@@ -828,7 +828,7 @@ fn set_operation(args: &[Value], op: SetOp) -> Result<Value, FuncError> {
     let ety = if etys.is_empty() {
         Type::Dynamic
     } else {
-        crate::unify::unify(&etys)
+        crate::value::unify::unify(&etys)
             .ok_or_else(|| failed("given sets must all have compatible element types"))?
     };
     let set_ty = Type::set(ety.clone());
@@ -914,7 +914,7 @@ fn setproduct(args: &[Value]) -> Result<Value, FuncError> {
                     Type::Dynamic
                 } else {
                     let tys: Vec<Type> = e.iter().map(Value::ty).collect();
-                    crate::unify::unify(&tys)
+                    crate::value::unify::unify(&tys)
                         .ok_or_else(|| FuncError::arg(i, "all elements must be of the same type"))?
                 };
                 elem_tys.push(ety);
@@ -1001,7 +1001,7 @@ mod tests {
 
     use super::super::{FuncError, call_by_name, lookup as lookup_fn};
     use super::cty_equals;
-    use crate::unify::compare_types;
+    use crate::value::unify::compare_types;
     use crate::value::{Type, Value};
 
     const NAMES: [&str; 28] = [
@@ -1178,64 +1178,70 @@ mod tests {
 
     #[test]
     fn helpers_unify_follows_cty() {
-        assert_eq!(crate::unify::unify(&[]), None);
-        assert_eq!(crate::unify::unify(&[Type::Number, Type::Bool]), None);
+        assert_eq!(crate::value::unify::unify(&[]), None);
         assert_eq!(
-            crate::unify::unify(&[Type::Number, Type::String]),
+            crate::value::unify::unify(&[Type::Number, Type::Bool]),
+            None
+        );
+        assert_eq!(
+            crate::value::unify::unify(&[Type::Number, Type::String]),
             Some(Type::String)
         );
         assert_eq!(
-            crate::unify::unify(&[Type::Bool, Type::String]),
+            crate::value::unify::unify(&[Type::Bool, Type::String]),
             Some(Type::String)
         );
         assert_eq!(
-            crate::unify::unify(&[Type::Dynamic, Type::String]),
+            crate::value::unify::unify(&[Type::Dynamic, Type::String]),
             Some(Type::Dynamic)
         );
         assert_eq!(
-            crate::unify::unify(&[Type::list(Type::String), tuple_ty(vec![Type::Number])]),
+            crate::value::unify::unify(&[Type::list(Type::String), tuple_ty(vec![Type::Number])]),
             Some(Type::list(Type::String))
         );
         assert_eq!(
-            crate::unify::unify(&[tuple_ty(vec![Type::String]), tuple_ty(vec![Type::Number])]),
+            crate::value::unify::unify(&[
+                tuple_ty(vec![Type::String]),
+                tuple_ty(vec![Type::Number])
+            ]),
             Some(tuple_ty(vec![Type::String]))
         );
         assert_eq!(
-            crate::unify::unify(&[
+            crate::value::unify::unify(&[
                 tuple_ty(vec![Type::String]),
                 tuple_ty(vec![Type::Number, Type::Number])
             ]),
             Some(Type::list(Type::String))
         );
         assert_eq!(
-            crate::unify::unify(&[
+            crate::value::unify::unify(&[
                 obj_ty(&[("a", Type::String)]),
                 obj_ty(&[("a", Type::Number)])
             ]),
             Some(obj_ty(&[("a", Type::String)]))
         );
         assert_eq!(
-            crate::unify::unify(&[
+            crate::value::unify::unify(&[
                 obj_ty(&[("a", Type::String)]),
                 obj_ty(&[("b", Type::Number)])
             ]),
             Some(Type::map(Type::String))
         );
         assert_eq!(
-            crate::unify::unify(&[Type::map(Type::Number), obj_ty(&[("b", Type::Number)])]),
+            crate::value::unify::unify(&[Type::map(Type::Number), obj_ty(&[("b", Type::Number)])]),
             Some(Type::map(Type::Number))
         );
         assert_eq!(
-            crate::unify::unify(&[obj_ty(&[]), tuple_ty(vec![])]),
+            crate::value::unify::unify(&[obj_ty(&[]), tuple_ty(vec![])]),
             None,
             "objects and tuples never unify"
         );
         assert_eq!(
-            crate::unify::unify(&[Type::list(Type::Number), Type::list(Type::Bool)]),
+            crate::value::unify::unify(&[Type::list(Type::Number), Type::list(Type::Bool)]),
             None
         );
         assert_eq!(
-            crate::unify::unify(&[Type::String, Type::list(Type::String)]),
+            crate::value::unify::unify(&[Type::String, Type::list(Type::String)]),
             None
         );
         assert_eq!(

@@ -5,6 +5,8 @@
 //! Owns: types, values, equality, ordering of sets, conversion and type unification.
 //! Must never: perform I/O or know about bake blocks.
 
+pub mod unify;
+
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -570,7 +572,7 @@ pub fn conversion_possible(from: &Type, to: &Type) -> bool {
 }
 
 /// Finds a single type that all values can be converted to (go-cty's
-/// `convert.Unify`, see [`crate::unify`]); nulls of dynamic type take the
+/// `convert.Unify`, see [`unify`]); nulls of dynamic type take the
 /// others' type. Returns `None` when there is no such type. An empty input
 /// unifies to `Dynamic`.
 pub fn unify_values(vals: &[Value]) -> Option<Type> {
@@ -588,7 +590,7 @@ pub fn unify_types(types: &[Type]) -> Option<Type> {
     if concrete.is_empty() {
         return Some(Type::Dynamic);
     }
-    crate::unify::unify(&concrete)
+    unify::unify(&concrete)
 }
 
 // ------------------------------------------------------------------ JSON
