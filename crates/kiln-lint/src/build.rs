@@ -175,7 +175,7 @@ pub struct Build {
     pub matrix: bool,
     /// Built by kiln, whose cache policy adds a commit-independent ref,
     /// imported and exported (a bake target judged as kiln builds it, see
-    /// [`crate::view`]): the findings of the rules about missing cache refs
+    /// the `view` module): the findings of the rules about missing cache refs
     /// ([`KILN_POLICY`]) are set aside.
     pub policy_applied: bool,
     /// A bake target: why its file was judged as it was (`--kiln`,

@@ -140,7 +140,7 @@ pub struct Collector {
     pub dockerfiles: BTreeSet<PathBuf>,
     pub files_checked: usize,
     /// The bake calls workflows make (see [`view`]).
-    pub bake_calls: Vec<view::BakeCall>,
+    pub bake_calls: Vec<workflow::BakeCall>,
     /// Findings kiln's cache policy makes moot (see [`Report::set_aside`]).
     pub set_aside: Vec<Finding>,
 }

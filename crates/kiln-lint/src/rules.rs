@@ -76,7 +76,7 @@ pub const JOBS_ARG: &str = "jobs-arg-in-key";
 /// The rules kiln's cache policy answers (docs/cache-policy.md: a
 /// commit-independent registry ref per target, imported with the
 /// per-commit one and exported with `mode=max`): set aside for bake targets
-/// judged as kiln builds them (see [`crate::view`]).
+/// judged as kiln builds them (see the `view` module).
 pub const KILN_POLICY: &[&str] = &[CACHE_FROM_SELF, PER_COMMIT_ONLY, NO_CACHE_EXPORT];
 
 /// Every rule, in documentation order.

@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::{Collector, Loc, display_path};
+use crate::workflow::BakeCall;
+use crate::{Collector, display_path};
 
 /// How bake files are judged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,56 +64,6 @@ pub struct BakeSet {
     /// `docker buildx bake` on it``, or `no workflow of its repository runs
     /// bake on it`.
     pub because: String,
-}
-
-/// A bake call in a workflow: a `run:` step's `docker buildx bake` /
-/// `docker bake`, or a `docker/bake-action` step.
-#[derive(Clone, Debug)]
-pub struct BakeCall {
-    /// `docker buildx bake`, `docker bake` or `docker/bake-action`.
-    pub what: String,
-    pub loc: Loc,
-    /// The directory it runs in: the repository root joined with the step's
-    /// working directory (`run:`) or the action's `workdir`.
-    pub dir: PathBuf,
-    /// Every value its `-f`/`--file` flags (the action's `files`) can have,
-    /// relative to `dir`; empty when it names none, so bake reads the
-    /// default names (`docker-bake.hcl`, …) in `dir`.
-    pub files: Vec<String>,
-}
-
-/// A value kiln cannot know (`${{ matrix.file }}`, `$FILE`) or stdin.
-fn unknown(s: &str) -> bool {
-    s.contains('$') || s == "-"
-}
-
-impl BakeCall {
-    /// Whether the call can read `file`. A file or directory that is not
-    /// known (an expression, a variable, stdin) counts as reading it: a CI
-    /// that runs bake is evidence enough that bake builds the file.
-    #[must_use]
-    pub fn reads(&self, file: &Path) -> bool {
-        let Ok(target) = std::fs::canonicalize(file) else {
-            return false;
-        };
-        if unknown(&self.dir.to_string_lossy()) {
-            return true;
-        }
-        let dir = std::fs::canonicalize(&self.dir).ok();
-        if self.files.is_empty() {
-            let default = target
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| kiln_bake::DEFAULT_FILES.contains(&n));
-            return default && dir.as_deref() == target.parent();
-        }
-        self.files.iter().any(|f| {
-            unknown(f)
-                || std::fs::canonicalize(self.dir.join(f))
-                    .ok()
-                    .is_some_and(|p| p == target)
-        })
-    }
 }
 
 /// The `.github/workflows` directory of the repository `dir` is in: the

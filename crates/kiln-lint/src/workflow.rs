@@ -2,7 +2,7 @@
 //! command lines of `run:` steps and `docker/build-push-action` steps become
 //! [`Build`]s; bake calls (`docker buildx bake`, `docker/bake-action`) are
 //! also recorded as [`BakeCall`]s, which decide how bake files are judged
-//! ([`crate::view`]).
+//! (the `view` module, which reads them).
 //!
 //! Values are followed the way the runner would produce them: shell
 //! assignments earlier in the step (an assignment inside `if`/`case`/a loop
@@ -21,7 +21,6 @@ use crate::build::{
 use crate::names;
 use crate::rules::*;
 use crate::shell::{self, Command, Lookup, Sep, Word};
-use crate::view::BakeCall;
 use crate::yaml::{self, Node, Pos, Scalar};
 use crate::{Collector, Loc, display_path};
 
@@ -953,7 +952,7 @@ impl Wf<'_> {
     }
 
     /// Records a bake call (which bake files CI builds with bake, see
-    /// [`crate::view`]).
+    /// the `view` module).
     fn record_bake(&mut self, what: &str, pos: Pos, workdir: Option<&str>, files: Vec<String>) {
         let call = BakeCall {
             what: what.to_string(),
@@ -1160,4 +1159,54 @@ fn bind_loops(sh: &Shell, text: &str, depth: usize) -> Vec<String> {
         }
     }
     vec![text.to_string()]
+}
+
+/// A bake call in a workflow: a `run:` step's `docker buildx bake` /
+/// `docker bake`, or a `docker/bake-action` step.
+#[derive(Clone, Debug)]
+pub struct BakeCall {
+    /// `docker buildx bake`, `docker bake` or `docker/bake-action`.
+    pub what: String,
+    pub loc: Loc,
+    /// The directory it runs in: the repository root joined with the step's
+    /// working directory (`run:`) or the action's `workdir`.
+    pub dir: PathBuf,
+    /// Every value its `-f`/`--file` flags (the action's `files`) can have,
+    /// relative to `dir`; empty when it names none, so bake reads the
+    /// default names (`docker-bake.hcl`, …) in `dir`.
+    pub files: Vec<String>,
+}
+
+/// A value kiln cannot know (`${{ matrix.file }}`, `$FILE`) or stdin.
+fn unknown(s: &str) -> bool {
+    s.contains('$') || s == "-"
+}
+
+impl BakeCall {
+    /// Whether the call can read `file`. A file or directory that is not
+    /// known (an expression, a variable, stdin) counts as reading it: a CI
+    /// that runs bake is evidence enough that bake builds the file.
+    #[must_use]
+    pub fn reads(&self, file: &Path) -> bool {
+        let Ok(target) = std::fs::canonicalize(file) else {
+            return false;
+        };
+        if unknown(&self.dir.to_string_lossy()) {
+            return true;
+        }
+        let dir = std::fs::canonicalize(&self.dir).ok();
+        if self.files.is_empty() {
+            let default = target
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| kiln_bake::DEFAULT_FILES.contains(&n));
+            return default && dir.as_deref() == target.parent();
+        }
+        self.files.iter().any(|f| {
+            unknown(f)
+                || std::fs::canonicalize(self.dir.join(f))
+                    .ok()
+                    .is_some_and(|p| p == target)
+        })
+    }
 }
