@@ -8,7 +8,8 @@ use std::process::Command;
 
 /// A copy of `.ci/run` in a scratch checkout whose `scripts/` are stand-ins
 /// that log every call. `up` names the environments that answer `env` as
-/// already running: `default`, `legacy`, `stores`, `registries`. `tests_fail` makes
+/// already running: `default`, `legacy`, `stores`, `registries`, and
+/// `nodes` (the default environment's fleet nodes too). `tests_fail` makes
 /// `scripts/test` exit 1.
 fn scratch_checkout(name: &str, up: &[&str], tests_fail: bool) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -25,7 +26,11 @@ fn scratch_checkout(name: &str, up: &[&str], tests_fail: bool) -> PathBuf {
 which=default; [[ -n ${{KILN_DEV_ENV_DIR:-}} ]] && which=legacy
 echo "dev-env:$which:$*" >> {log}
 case $1 in
-  env) [[ $which == default ]] && exit {d}; exit {l} ;;
+  env) if [[ $which == default ]]; then
+         [[ {d} == 0 ]] && echo "KILN_REGISTRY=127.0.0.1:1" && {n}
+         exit {d}
+       fi
+       exit {l} ;;
   up) echo "KILN_REGISTRY=127.0.0.1:1" ;;
 esac
 exit 0
@@ -33,6 +38,11 @@ exit 0
         log = log.display(),
         d = env_up("default"),
         l = env_up("legacy"),
+        n = if up.contains(&"nodes") {
+            "echo KILN_FLEET=/x/fleet.toml"
+        } else {
+            "true"
+        },
     );
     let stores = format!(
         r#"#!/usr/bin/env bash
@@ -105,7 +115,11 @@ fn run_ci(dir: &Path) -> (i32, Vec<String>) {
 fn downs(calls: &[String]) -> Vec<&str> {
     calls
         .iter()
-        .filter(|c| c.ends_with(":down") || c.starts_with("registries:down:"))
+        .filter(|c| {
+            c.ends_with(":down")
+                || c.ends_with(":down --nodes")
+                || c.starts_with("registries:down:")
+        })
         .map(String::as_str)
         .collect()
 }
@@ -143,7 +157,7 @@ fn ci_stops_what_it_started_and_nothing_else() {
 fn ci_leaves_an_environment_that_was_already_up_running() {
     let dir = scratch_checkout(
         "all-up",
-        &["default", "legacy", "stores", "registries"],
+        &["default", "nodes", "legacy", "stores", "registries"],
         false,
     );
     let (code, calls) = run_ci(&dir);
@@ -159,9 +173,12 @@ fn ci_leaves_an_environment_that_was_already_up_running() {
     let dir = scratch_checkout("default-up", &["default"], false);
     let (code, calls) = run_ci(&dir);
     assert_eq!(code, 0, "{calls:?}");
+    // The base environment was up without its nodes: the nodes this run
+    // started are stopped, the base environment is left up.
     assert_eq!(
         downs(&calls),
         [
+            "dev-env:default:down --nodes",
             "dev-env:legacy:down",
             "store-servers:down",
             "registries:down:"
