@@ -210,12 +210,13 @@ mod tests {
             );
             assert!(
                 index.contains(&format!(
-                    "| [`{0}`](lint/{0}.md) | {1} |",
+                    "- [`{0}`](lint/{0}.md) ({1}):",
                     r.id,
                     r.severity.as_str()
                 )),
-                "docs/lint.md has no row for {}",
-                r.id
+                "docs/lint.md lists no `- [`{0}`](lint/{0}.md) ({1}): what it finds` for {0}",
+                r.id,
+                r.severity.as_str()
             );
         }
     }
