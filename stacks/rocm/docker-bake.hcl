@@ -210,7 +210,7 @@ variable "USE_ROCM_CK_SDPA_GFX12" {
 variable "MAX_JOBS" {
   type        = string
   default     = ""
-  description = "Parallel compile jobs. Empty derives it per node from MemAvailable (2 GB per job) inside the build step."
+  description = "Parallel compile jobs, set in the environment (MAX_JOBS=8 kiln build). Empty: kiln build hands each compile its share of the node (the kiln-jobs secret); plain bake derives it from MemAvailable (2 GB per job) in the step. Set: every compile gets exactly this many, through the same secret, never a build arg."
   validation {
     condition     = can(regex("^([1-9][0-9]*)?$", MAX_JOBS))
     error_message = "MAX_JOBS must be empty or a positive integer."
@@ -239,7 +239,8 @@ variable "ROCM_PRUNE_PROFILE" {
 
 # ---------------------------------------------------------------------------
 # Compiler cache (sccache). Credentials are never variables: they reach a build
-# only as a BuildKit secret (--set '*.secrets=id=aws,src=...').
+# only as a BuildKit secret (--set '*.secrets+=id=aws,src=...': `+=` appends;
+# a plain `=` replaces the list, and with it a pinned MAX_JOBS's kiln-jobs).
 # ---------------------------------------------------------------------------
 
 variable "SCCACHE_WEBDAV_HOST" {
@@ -655,12 +656,15 @@ target "_common" {
   }
 }
 
-# Targets that compile. MAX_JOBS is passed only when pinned: left empty, the
-# build step derives it from MemAvailable on the node, and an always-present
-# per-node value would change every cache key.
+# Targets that compile. The job count is never a build arg (an arg is in the
+# cache key of every later RUN): each compile step mounts the secret kiln-jobs,
+# which kiln build hands it (the node's free memory / 2 GB, shared among the
+# node's concurrent builds). A pinned MAX_JOBS is that secret, read from the
+# environment variable MAX_JOBS; unpinned, plain bake hands none and the step
+# derives the count from MemAvailable on the node.
 target "_compile" {
+  secret = MAX_JOBS != "" ? ["id=kiln-jobs,env=MAX_JOBS"] : []
   args = {
-    MAX_JOBS                  = MAX_JOBS != "" ? MAX_JOBS : null
     SCCACHE_WEBDAV_ENDPOINT   = SCCACHE_ENDPOINT
     SCCACHE_WEBDAV_KEY_PREFIX = SCCACHE_WEBDAV_KEY_PREFIX
     SCCACHE_BUCKET            = SCCACHE_BUCKET
