@@ -66,6 +66,8 @@ pub enum Event {
         target: String,
         status: String,
         duration_s: f64,
+        /// The image's name: its first tag, or kiln's own reference when
+        /// the target has no tag.
         #[serde(skip_serializing_if = "Option::is_none")]
         image: Option<String>,
         #[serde(skip_serializing_if = "Option::is_none")]

@@ -102,6 +102,28 @@ fn analysis(
     })
 }
 
+/// Where the failing step `step` (`[build 3/4] RUN make test`, as BuildKit
+/// named it) is written: `Dockerfile:LINE`, the path as the user knows it
+/// (relative to the working directory when it is below it), or
+/// `dockerfile-inline:LINE`. `None` when the step is not an instruction
+/// of the target's Dockerfile.
+pub fn step_location(spec: &BuildSpec, step: &str) -> Option<String> {
+    let text = dockerfile_text(spec).ok()?;
+    let a = analysis(spec, &text, "").ok()?;
+    let line = kiln_dockerfile::dockerfile::step_line(&a, step)?;
+    let path = if spec.dockerfile_inline.is_some() {
+        "dockerfile-inline".to_string()
+    } else {
+        let cwd = std::env::current_dir().ok();
+        cwd.as_deref()
+            .and_then(|c| spec.dockerfile.strip_prefix(c).ok())
+            .unwrap_or(&spec.dockerfile)
+            .display()
+            .to_string()
+    };
+    Some(format!("{path}:{line}"))
+}
+
 /// The args BuildKit sets from the target platform `os/arch[/variant]`
 /// (`TARGETPLATFORM`, `TARGETOS`, `TARGETARCH`, `TARGETVARIANT`), which
 /// may choose a stage or a file (`COPY bin/${TARGETARCH}/tool`). Empty for

@@ -34,24 +34,32 @@ struct StepInfo {
 
 /// Whether a vertex name is a Dockerfile instruction step (see module docs).
 pub fn is_step(name: &str) -> bool {
+    is_instruction(name) && !is_from(name)
+}
+
+/// Whether a vertex is a `FROM` step.
+fn is_from(name: &str) -> bool {
+    name.split_once(']')
+        .is_some_and(|(_, after)| after.trim_start().to_ascii_uppercase().starts_with("FROM "))
+}
+
+/// Whether a vertex name is any Dockerfile instruction (`[stage k/n] …`),
+/// `FROM` included.
+pub fn is_instruction(name: &str) -> bool {
     let Some(rest) = name.strip_prefix('[') else {
         return false;
     };
-    let Some((inside, after)) = rest.split_once(']') else {
+    let Some((inside, _)) = rest.split_once(']') else {
         return false;
     };
     let counter = inside.rsplit(' ').next().unwrap_or("");
     let Some((a, b)) = counter.split_once('/') else {
         return false;
     };
-    if a.is_empty()
-        || b.is_empty()
-        || !a.bytes().all(|c| c.is_ascii_digit())
-        || !b.bytes().all(|c| c.is_ascii_digit())
-    {
-        return false;
-    }
-    !after.trim_start().to_ascii_uppercase().starts_with("FROM ")
+    !a.is_empty()
+        && !b.is_empty()
+        && a.bytes().all(|c| c.is_ascii_digit())
+        && b.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// Tracks the vertices of one target's build.
@@ -291,6 +299,12 @@ fn cache_vertex(name: &str) -> Option<(&'static str, Option<&str>)> {
     None
 }
 
+/// Whether `s` is only a digest (`sha256:` and 64 hex digits).
+pub fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|c| c.is_ascii_hexdigit()))
+}
+
 /// Parses the docker CLI's `--progress=plain` output, one line at a time,
 /// into the same tracker (vertices are keyed by their `#N` number).
 #[derive(Debug, Default)]
@@ -332,6 +346,11 @@ impl PlainParser {
         }
         if text == "ERROR" {
             return tracker.vertex(&id, &name, false, None, None, Some("failed"));
+        }
+        // `#N sha256:…`: the vertex's digest, which the plain format prints
+        // when a vertex starts; it is not output of the step.
+        if is_digest(text) {
+            return Vec::new();
         }
         // `#N 0.123 output...`: a log line with a timestamp.
         let msg = match text.split_once(' ') {
@@ -412,6 +431,40 @@ mod tests {
             }
         );
         assert!(t.failure().unwrap().1.contains("exit code: 1"));
+    }
+
+    #[test]
+    fn a_vertex_digest_line_is_not_output_of_its_step() {
+        let mut t = StepTracker::new("app");
+        let mut p = PlainParser::default();
+        let digest = format!("sha256:{}", "4e0176ab".repeat(8));
+        let mut events = Vec::new();
+        for l in [
+            "#7 [build 3/3] RUN make".to_string(),
+            format!("#7 {digest}"),
+            "#7 0.112 cc -o app main.c".to_string(),
+            "#7 0.200 main.c:3: error: expected ';'".to_string(),
+            "#7 ERROR: process \"/bin/sh -c make\" did not complete successfully".to_string(),
+        ] {
+            events.extend(p.line(&mut t, &l));
+        }
+        let logged: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Log { line, .. } => Some(line.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            logged,
+            ["cc -o app main.c", "main.c:3: error: expected ';'"]
+        );
+        let (step, _, tail) = t.failure().unwrap();
+        assert_eq!(step, "[build 3/3] RUN make");
+        assert_eq!(tail, ["cc -o app main.c", "main.c:3: error: expected ';'"]);
+        assert!(is_digest(&digest));
+        assert!(!is_digest("sha256:abc"));
+        assert!(!is_digest("cc -o app main.c"));
     }
 }
 

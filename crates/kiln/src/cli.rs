@@ -372,7 +372,8 @@ pub struct BuildArgs {
     /// Push every target's tags to their registries.
     #[arg(long)]
     pub push: bool,
-    /// Progress on stderr: bars on a terminal, otherwise plain lines; or JSON events.
+    /// Progress on stderr: bars on a terminal, otherwise plain lines (`raw`: BuildKit's
+    /// whole log); or JSON events.
     #[arg(long, value_enum, default_value_t = Progress::Auto)]
     pub progress: Progress,
     /// The run summary on stdout.
@@ -454,7 +455,13 @@ pub struct WhyArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Progress {
+    /// The live view on a terminal, plain lines otherwise.
     Auto,
+    /// kiln's lines and each Dockerfile step: its start, cache state,
+    /// result and output.
     Plain,
+    /// Every line BuildKit reported, internal steps included, as plain lines.
+    Raw,
+    /// One JSON object per event.
     Json,
 }

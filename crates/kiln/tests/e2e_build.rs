@@ -644,6 +644,36 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
     assert_eq!(target(&s, "pytorch-test")["status"], "failed");
     assert_eq!(target(&s, "torchvision-wheel")["status"], "built");
     assert_eq!(target(&s, "pytorch")["status"], "built");
+    // The failure names its step, where the step is written, and the
+    // step's own last lines (not BuildKit's digest lines).
+    let failed = target(&s, "pytorch-test");
+    assert!(
+        failed["failed_step"]
+            .as_str()
+            .unwrap()
+            .ends_with("RUN test_gpu.sh"),
+        "{failed}"
+    );
+    assert_eq!(
+        failed["failed_at"], "docker/Dockerfile.pytorch-test:14",
+        "{failed}"
+    );
+    let tail: Vec<&str> = failed["log_tail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(!tail.is_empty(), "{failed}");
+    assert!(
+        tail.iter().all(|l| !l.trim().starts_with("sha256:")),
+        "{tail:?}"
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("  step: ") && stderr.contains("docker/Dockerfile.pytorch-test:14"),
+        "{stderr}"
+    );
     // The run report shows the failure: its outcome, its open details
     // with the failing step's log tail.
     if let Some((run, page)) = report_in_browser(&dir, &host, "report-failed-target") {
@@ -2523,7 +2553,9 @@ fn the_twins_fleet_file_names_the_dev_environments_nodes() {
 
 /// The text summary says where the images are: the tag the bake file asked
 /// for (not kiln's internal reference), a `-` for the steps of a target
-/// that was not built, and a totals line naming the engine.
+/// that was not built, a totals line naming the engine, and last the wall
+/// time and the run's page; plain progress shows the Dockerfile's steps,
+/// not BuildKit's digest lines and internal steps.
 #[test]
 fn the_text_summary_names_the_tags_and_ends_with_totals() {
     let Some((host, reg)) = engine() else { return };
@@ -2544,19 +2576,62 @@ fn the_text_summary_names_the_tags_and_ends_with_totals() {
     let run = || {
         let o = kiln(&dir, &host, &["build", "--progress", "plain"], &[]);
         assert!(o.status.success(), "{}", failure(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
-    let first = run();
+    let (first, progress) = run();
     let line = first.lines().find(|l| l.starts_with("app ")).unwrap();
     assert!(line.contains(&tag), "{first}");
     assert!(!line.contains("kiln.local/"), "{first}");
-    let last = first.lines().last().unwrap();
+    let lines: Vec<&str> = first.lines().collect();
+    let totals = lines[lines.len() - 2];
     assert!(
-        last.starts_with("1 target(s): 1 built, 0 skipped; images on "),
+        totals.starts_with("1 target(s): 1 built, 0 skipped; images on "),
         "{first}"
     );
-    assert!(last.contains(&host), "{first}");
-    let second = run();
+    assert!(
+        totals.contains(&host) && totals.contains("none pushed"),
+        "{first}"
+    );
+    // The summary ends with the wall time and the page of the run.
+    let last = lines[lines.len() - 1];
+    let page = last
+        .strip_prefix("took ")
+        .and_then(|l| l.split_once("; report: "))
+        .map(|(_, p)| dir.join(p))
+        .unwrap_or_else(|| panic!("no time and report at the end: {first}"));
+    let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{page:?}: {e}"));
+    assert!(html.contains("<html") && html.contains("app"), "{page:?}");
+    // Plain progress: the Dockerfile's steps and kiln's lines, no digest
+    // lines and no internal steps; the finished line names the tag.
+    assert!(
+        progress
+            .lines()
+            .any(|l| l.starts_with("[app] [2/2] RUN echo")),
+        "{progress}"
+    );
+    for l in progress.lines() {
+        let body = l.split_once("] ").map_or(l, |(_, b)| b).trim();
+        assert!(
+            !body.starts_with("sha256:"),
+            "a digest line: {l}\n{progress}"
+        );
+        assert!(
+            !body.starts_with("[internal]"),
+            "an internal step: {l}\n{progress}"
+        );
+    }
+    let built = progress
+        .lines()
+        .find(|l| l.starts_with("[app] built in"))
+        .unwrap();
+    assert!(
+        built.contains(&tag) && !built.contains("kiln.local/"),
+        "{built}"
+    );
+    let (second, _) = run();
     let line = second.lines().find(|l| l.starts_with("app ")).unwrap();
     assert!(line.contains(" - "), "no steps ran: {second}");
     assert!(
@@ -2566,7 +2641,8 @@ fn the_text_summary_names_the_tags_and_ends_with_totals() {
     assert!(
         second
             .lines()
-            .last()
+            .rev()
+            .nth(1)
             .unwrap()
             .starts_with("1 target(s): 0 built, 1 skipped"),
         "{second}"

@@ -15,7 +15,9 @@ mod error;
 mod heredoc;
 pub mod lex;
 mod mount;
+mod step;
 mod text;
+pub use step::step_line;
 
 pub use error::DockerfileError;
 pub use mount::{Mount, MountKind};

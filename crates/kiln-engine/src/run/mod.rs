@@ -417,14 +417,20 @@ impl Scheduler {
         if r.status == TargetStatus::Failed && self.sh.opts.fail_fast {
             self.stop_with(Stop::FailFast);
         }
+        let i = self.index[&r.name];
+        // One name per image: the tag the user asked for; kiln's own
+        // reference only where it is the only name.
+        let shown = r
+            .image
+            .as_ref()
+            .map(|own| self.sh.specs[i].tags.first().unwrap_or(own).clone());
         self.sh.reporter.event(&Event::TargetFinished {
             target: r.name.clone(),
             status: r.status.as_str().into(),
             duration_s: r.duration_s,
-            image: r.image.clone(),
+            image: shown,
             reason: r.reason.clone().or_else(|| r.error.clone()),
         });
-        let i = self.index[&r.name];
         self.results[i] = Some(r);
     }
 
@@ -502,6 +508,7 @@ impl Scheduler {
             reason: None,
             error: None,
             failed_step: None,
+            failed_at: None,
             log_tail: Vec::new(),
             pushed: Vec::new(),
             hashed,
@@ -569,6 +576,10 @@ impl Scheduler {
             Ok(Outcome::Failed(f)) => {
                 r.build_name = build_name;
                 r.error = Some(f.message);
+                r.failed_at = f
+                    .step
+                    .as_deref()
+                    .and_then(|st| crate::inputs::step_location(s, st));
                 r.failed_step = f.step;
                 r.log_tail = f.log_tail;
                 r.steps = f.steps;

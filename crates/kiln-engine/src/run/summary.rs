@@ -79,6 +79,9 @@ pub struct TargetResult {
     /// The step that failed and the tail of its log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_step: Option<String>,
+    /// Where the failed step is written: `path/Dockerfile:LINE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub log_tail: Vec<String>,
     /// Pushed references.
@@ -245,6 +248,7 @@ impl TargetResult {
             reason,
             error,
             failed_step: None,
+            failed_at: None,
             log_tail: Vec::new(),
             pushed: Vec::new(),
             hashed: None,

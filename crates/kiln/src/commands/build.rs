@@ -179,6 +179,11 @@ fn finish(
         },
         &summary,
     );
+    let page = s
+        .store
+        .history
+        .parent()
+        .and_then(|kiln_dir| write_page(kiln_dir, &summary.run_id));
     crate::output::summary::failures(&summary);
     let text = match s.format {
         Format::Json => {
@@ -187,7 +192,7 @@ fn finish(
             t.push('\n');
             t
         }
-        Format::Text => crate::output::summary::text(&summary, &tags),
+        Format::Text => crate::output::summary::text(&summary, &tags, page.as_deref()),
     };
     crate::output::write(out, &text)?;
     // The run stopped mid-way (its engine, store or a tool lost): what
@@ -213,4 +218,27 @@ fn finish(
         });
     }
     Ok(())
+}
+
+/// Writes the page of the recorded run `id` beside its record
+/// (`.kiln/runs/<id>.html`, what `kiln report` writes) and returns its
+/// path, shown relative to the working directory when it is below it.
+/// `None` (and no page) when the run could not be recorded.
+fn write_page(kiln_dir: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
+    let json = crate::report::locate(kiln_dir, Some(id)).ok()?;
+    let r = crate::report::load(&json).ok()?;
+    let html = json.with_extension("html");
+    if let Err(e) = std::fs::write(&html, crate::report::html::render(&r)) {
+        eprintln!(
+            "warning: could not write the run's page {}: {e}",
+            html.display()
+        );
+        return None;
+    }
+    let cwd = std::env::current_dir().ok();
+    Some(
+        cwd.as_deref()
+            .and_then(|c| html.strip_prefix(c).ok())
+            .map_or(html.clone(), std::path::Path::to_path_buf),
+    )
 }

@@ -64,10 +64,14 @@ fn totals(summary: &RunSummary, several_nodes: bool) -> String {
         .first()
         .map(|t| t.node.as_str())
         .unwrap_or("");
+    let pushed = summary.targets.iter().any(|t| !t.pushed.is_empty());
     if several_nodes {
         line.push_str("; images on the nodes in the NODE column, pushed ones in the registry");
     } else if !node.is_empty() {
         line.push_str(&format!("; images on {node}"));
+        if !pushed {
+            line.push_str(", none pushed");
+        }
     }
     line.push_str(&format!("; run {}", summary.run_id));
     line.push('\n');
@@ -77,7 +81,11 @@ fn totals(summary: &RunSummary, several_nodes: bool) -> String {
 /// The summary as a table: a row per target (the node column only when
 /// more than one node worked), the compiler cache's counters, the totals,
 /// and why the run stopped when it did.
-pub fn text(summary: &RunSummary, tags: &HashMap<String, Vec<String>>) -> String {
+pub fn text(
+    summary: &RunSummary,
+    tags: &HashMap<String, Vec<String>>,
+    page: Option<&std::path::Path>,
+) -> String {
     let w = summary
         .targets
         .iter()
@@ -147,7 +155,22 @@ pub fn text(summary: &RunSummary, tags: &HashMap<String, Vec<String>>) -> String
     if let Some(why) = &summary.stopped {
         t.push_str(&format!("the run stopped: {why}\n"));
     }
+    t.push_str(&format!("took {}", wall(summary.wall_s)));
+    if let Some(p) = page {
+        t.push_str(&format!("; report: {}", p.display()));
+    }
+    t.push('\n');
     t
+}
+
+/// A wall time as people read it, as precise as it is short: `0.42s`,
+/// `15.2s`, `3m 05s`, `1h 02m`.
+pub fn wall(s: f64) -> String {
+    if s.is_finite() && (0.0..10.0).contains(&s) {
+        format!("{s:.2}s")
+    } else {
+        crate::report::text::duration(s)
+    }
 }
 
 /// Each failed target's error, failing step and the tail of its log, on
@@ -163,11 +186,52 @@ pub fn failures(summary: &RunSummary) {
             t.name,
             t.error.clone().unwrap_or_default()
         );
-        if let Some(step) = &t.failed_step {
-            eprintln!("  step: {step}");
+        match (&t.failed_step, &t.failed_at) {
+            (Some(step), Some(at)) => eprintln!("  step: {step}\n    at: {at}"),
+            (Some(step), None) => eprintln!("  step: {step}"),
+            _ => {}
         }
         for l in &t.log_tail {
             eprintln!("  | {l}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_time_is_as_precise_as_it_is_short() {
+        assert_eq!(wall(0.0), "0.00s");
+        assert_eq!(wall(0.42), "0.42s");
+        assert_eq!(wall(9.994), "9.99s");
+        assert_eq!(wall(15.24), "15.2s");
+        assert_eq!(wall(185.0), "3m 05s");
+        assert_eq!(wall(3720.0), "1h 02m");
+        assert_eq!(wall(f64::NAN), "-");
+    }
+
+    #[test]
+    fn the_summary_ends_with_the_wall_time_and_the_page() {
+        let summary = RunSummary {
+            run_id: "r1".into(),
+            stamps: Default::default(),
+            started_at: "2026-12-04T10:00:00Z".into(),
+            wall_s: 0.42,
+            nodes: Vec::new(),
+            targets: Vec::new(),
+            stopped: None,
+            stop_error: None,
+        };
+        let page = std::path::Path::new(".kiln/runs/r1.html");
+        let text = text(&summary, &HashMap::new(), Some(page));
+        assert_eq!(
+            text.lines().last(),
+            Some("took 0.42s; report: .kiln/runs/r1.html"),
+            "{text}"
+        );
+        let text = super::text(&summary, &HashMap::new(), None);
+        assert_eq!(text.lines().last(), Some("took 0.42s"), "{text}");
     }
 }

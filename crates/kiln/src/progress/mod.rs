@@ -1,5 +1,5 @@
 //! Progress on stderr while a build runs: the four ways of showing the
-//! run's events — plain lines ([`plain`]), JSON objects ([`json`]), the
+//! run's events — plain lines ([`plain`], BuildKit's whole log with `raw`), JSON objects ([`json`]), the
 //! live view on a terminal ([`terminal`], drawing `crate::live`) — each
 //! behind the compiler-cache counter ([`stats`]), which reads sccache's
 //! counters from the build logs as the events pass.
@@ -42,6 +42,11 @@ pub fn reporter(
         )),
         Progress::Plain | Progress::Auto => Arc::new(plain::PlainReporter {
             out: Mutex::new(std::io::stderr()),
+            raw: false,
+        }),
+        Progress::Raw => Arc::new(plain::PlainReporter {
+            out: Mutex::new(std::io::stderr()),
+            raw: true,
         }),
     };
     Arc::new(StatsReporter {
