@@ -404,7 +404,10 @@ fn the_compile_env_reads_the_job_count_from_the_secret() {
     for content in [None, Some(""), Some("0\n"), Some("eight\n")] {
         let got = jobs(content);
         let n: u64 = got.split(' ').next().unwrap().parse().unwrap();
-        assert!(n >= 1 && n.abs_diff(derived) <= 1, "{content:?}: {got} vs {derived}");
+        assert!(
+            n >= 1 && n.abs_diff(derived) <= 1,
+            "{content:?}: {got} vs {derived}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
