@@ -42,6 +42,14 @@ pub trait Env {
     fn is_block_kind(&self, kind: &str) -> bool;
     /// A user-defined function.
     fn function(&mut self, name: &str, span: Span) -> Result<Option<Rc<UserFunc>>, Diags>;
+    /// The names [`Env::var`] knows, for "did you mean" hints.
+    fn var_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The user-defined functions' names, for "did you mean" hints.
+    fn function_names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 const MAX_DEPTH: usize = 200;
@@ -302,11 +310,21 @@ impl<'e> Evaluator<'e> {
         }
         match self.env.var(name, span)? {
             Some(v) => Ok(v),
-            None => Err(d(
-                span,
-                "Unknown variable",
-                format!("There is no variable named {name:?}."),
-            )),
+            None => {
+                let known = self.env.var_names();
+                let names = known
+                    .iter()
+                    .map(String::as_str)
+                    .chain(self.locals.iter().map(|(n, _)| n.as_str()));
+                let hint = crate::suggest::suggest(name, names)
+                    .map(|s| format!(" Did you mean {s:?}?"))
+                    .unwrap_or_default();
+                Err(d(
+                    span,
+                    "Unknown variable",
+                    format!("There is no variable named {name:?}.{hint}"),
+                ))
+            }
         }
     }
 
@@ -496,7 +514,11 @@ impl<'e> Evaluator<'e> {
             return self.call_user(&uf, vals, span);
         }
         let Some(f) = stdlib::lookup(name) else {
-            let hint = crate::suggest::suggest(name, stdlib::names())
+            let own = self.env.function_names();
+            let names = stdlib::names()
+                .into_iter()
+                .chain(own.iter().map(String::as_str));
+            let hint = crate::suggest::suggest(name, names)
                 .map(|s| format!(" Did you mean {s:?}?"))
                 .unwrap_or_default();
             return Err(d(

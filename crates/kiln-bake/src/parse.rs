@@ -1180,6 +1180,14 @@ impl Env for Program<'_> {
         self.resolve(name, span)
     }
 
+    fn var_names(&self) -> Vec<String> {
+        self.vars.keys().chain(self.attrs.keys()).cloned().collect()
+    }
+
+    fn function_names(&self) -> Vec<String> {
+        self.funcs.keys().cloned().collect()
+    }
+
     fn is_block_kind(&self, kind: &str) -> bool {
         RESERVED_KINDS.contains(&kind)
     }
@@ -1584,6 +1592,37 @@ mod tests {
     fn load(src: &str) -> crate::Bake {
         crate::load(vec![("t.hcl".into(), src.into())], &Options::default())
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_mistyped_variable_or_function_gets_a_did_you_mean() {
+        let src = "\
+variable \"VERSION\" { default = \"1\" }
+REGISTRY = \"r\"
+function \"tag\" {
+  params = [n]
+  result = \"${REGISTRY}/${n}:${VERSION}\"
+}
+target \"a\" { tags = [\"x:${VERSON}\"] }
+";
+        let e = eval(src, &Options::default()).unwrap_err();
+        assert!(
+            e.contains("There is no variable named \"VERSON\". Did you mean \"VERSION\"?"),
+            "{e}"
+        );
+        let e = eval(&src.replace("${VERSON}", "${REGISTY}"), &Options::default()).unwrap_err();
+        assert!(e.contains("Did you mean \"REGISTRY\"?"), "{e}");
+        let e = eval(
+            &src.replace("\"x:${VERSON}\"", "tg(\"x\")"),
+            &Options::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("There is no function named \"tg\". Did you mean \"tag\"?"),
+            "{e}"
+        );
+        let e = eval(&src.replace("${VERSON}", "${ZZZZZZ}"), &Options::default()).unwrap_err();
+        assert!(!e.contains("Did you mean"), "nothing close: no guess: {e}");
     }
 
     #[test]

@@ -14,6 +14,8 @@ use crate::error::CliError;
 pub struct BakeSettings {
     pub files: Vec<String>,
     pub sets: Vec<String>,
+    /// The names `--var` set, in order (kiln may add its own to `opts.vars`).
+    pub given_vars: Vec<String>,
     pub opts: kiln_bake::Options,
     pub cwd: PathBuf,
     /// `SOURCE_DATE_EPOCH` as bake reads it: `--source-date-epoch` when
@@ -124,6 +126,11 @@ impl BakeSettings {
         Ok(BakeSettings {
             files,
             sets: args.set.clone(),
+            given_vars: args
+                .var
+                .iter()
+                .filter_map(|v| v.split_once('=').map(|(k, _)| k.to_string()))
+                .collect(),
             opts,
             cwd,
             source_date_epoch,

@@ -18,7 +18,27 @@ pub fn load(s: &BakeSettings) -> Result<Bake, CliError> {
     for w in bake.render_warnings() {
         eprintln!("warning: {}", w.trim_end());
     }
+    for w in unknown_vars(&bake.config.variables, &s.given_vars) {
+        eprintln!("warning: {w}");
+    }
     Ok(bake)
+}
+
+/// A warning for each `--var` name the bake files do not declare (as bake
+/// does, kiln ignores it), with a "did you mean" when one is close.
+/// `NAME_JSON` sets `NAME`.
+fn unknown_vars(declared: &[VariableInfo], given: &[String]) -> Vec<String> {
+    let known = |n: &str| declared.iter().any(|v| v.name == n);
+    given
+        .iter()
+        .filter(|g| !known(g) && !g.strip_suffix("_JSON").is_some_and(known))
+        .map(|g| {
+            let hint = kiln_bake::suggest::suggest(g, declared.iter().map(|v| v.name.as_str()))
+                .map(|s| format!("; did you mean {s:?}?"))
+                .unwrap_or_else(|| "; `kiln vars` lists the variables".into());
+            format!("--var {g}: the bake files declare no variable {g:?}, so it sets nothing{hint}")
+        })
+        .collect()
 }
 
 /// Checks requested names before resolution, so an unknown name gets a
@@ -154,5 +174,32 @@ mod tests {
         assert!(set_shadows_variable("t.args.OTHER=1", &vars).is_none());
         assert!(set_shadows_variable("t.tags=x", &vars).is_none());
         assert!(set_shadows_variable("t.args.REG+=x", &vars).is_some());
+    }
+
+    #[test]
+    fn a_var_the_files_do_not_declare_is_told_with_a_did_you_mean() {
+        let src = "variable \"VERSION\" {}\nvariable \"TAGS\" {}\ntarget \"t\" {}\n";
+        let vars = kiln_bake::load(
+            vec![("docker-bake.hcl".into(), src.into())],
+            &kiln_bake::Options::default(),
+        )
+        .unwrap()
+        .config
+        .variables;
+        let given = |names: &[&str]| -> Vec<String> {
+            unknown_vars(
+                &vars,
+                &names.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        let w = given(&["VERSON", "VERSION", "TAGS_JSON"]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("--var VERSON: the bake files declare no variable \"VERSON\"")
+                && w[0].ends_with("did you mean \"VERSION\"?"),
+            "{w:?}"
+        );
+        let w = given(&["ZZZZZZZZ"]);
+        assert!(w[0].contains("`kiln vars` lists the variables"), "{w:?}");
     }
 }
