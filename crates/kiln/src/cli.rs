@@ -47,6 +47,16 @@ pub enum Command {
     /// The runs in the build history: outcomes and durations over time,
     /// learned costs and how far the last predictions were off.
     History(HistoryArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// PowerShell (e.g. `kiln completions bash > /etc/bash_completion.d/kiln`).
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

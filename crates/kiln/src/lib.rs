@@ -218,6 +218,12 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             };
             commands::versions::run(s, out)
         }
+        Command::Completions(a) => {
+            let mut script = Vec::new();
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "kiln", &mut script);
+            crate::output::write(out, &String::from_utf8_lossy(&script))
+        }
     }
 }
 
