@@ -1,7 +1,7 @@
 //! `.ci/run` itself, run against stand-ins for the scripts it calls: it
 //! stops only what it started. A quick-start environment that was already up
 //! in the checkout is used and left up; what the script started is stopped,
-//! also when the tests fail.
+//! also when the tests fail. And the GitHub workflow that runs it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -199,4 +199,55 @@ fn ci_fails_when_the_tests_fail_and_still_stops_what_it_started() {
     assert!(!downs(&calls).contains(&"store-servers:down"), "{calls:?}");
     assert!(!calls.iter().any(|c| c == "test-legacy"), "{calls:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The project's own GitHub Actions workflow runs the same `.ci/run`, as
+/// root in a Debian 12 container that may start dockerds, within the time
+/// CI allows, on the toolchain `Cargo.toml` names; and kiln's own linter
+/// finds nothing in it.
+#[test]
+fn the_github_workflow_runs_ci_run_as_ci_does() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let wf = std::fs::read_to_string(root.join(".github/workflows/ci.yml")).unwrap();
+    let has = |s: &str| wf.lines().any(|l| l.trim() == s);
+    assert!(has("run: bash .ci/run"), "the workflow runs .ci/run:\n{wf}");
+    assert!(
+        has("image: debian:12"),
+        "Debian 12, as .ci/run expects:\n{wf}"
+    );
+    assert!(
+        has("options: --privileged"),
+        "dockerds need a privileged container"
+    );
+    for trigger in ["push:", "pull_request:"] {
+        assert!(has(trigger), "a fork gets CI on {trigger}");
+    }
+    let minutes: u32 = wf
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("timeout-minutes: "))
+        .and_then(|m| m.parse().ok())
+        .expect("a timeout");
+    assert!(minutes <= 90, "CI allows 90 minutes, not {minutes}");
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let rust = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("rust-version = "))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(
+        has(&format!("toolchain: {rust}")),
+        "the workflow's toolchain is Cargo.toml's rust-version {rust}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["lint", ".github"])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("no findings"),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
