@@ -205,7 +205,7 @@ fn render(h: &HistoryOut, one_target: bool) -> String {
             "{:<idw$}  {:<20}  {:>8}  {:>5}  {:>7}  {:>6}  {:>6}  {:>7}  {:>6}",
             r.id,
             r.started_at,
-            crate::output::summary::wall(r.wall_s),
+            kiln_util::wall(r.wall_s),
             c("built"),
             c("skipped"),
             c("cutoff"),

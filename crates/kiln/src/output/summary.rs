@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use kiln_engine::{RunSummary, TargetResult, TargetStatus};
+use kiln_util::wall;
 
 /// `image (reason)`, or whichever of the two there is.
 pub fn image_and_reason(image: Option<&str>, reason: Option<&str>) -> String {
@@ -163,16 +164,6 @@ pub fn text(
     t
 }
 
-/// A wall time as people read it, as precise as it is short: `0.42s`,
-/// `15.2s`, `3m 05s`, `1h 02m`.
-pub fn wall(s: f64) -> String {
-    if s.is_finite() && (0.0..10.0).contains(&s) {
-        format!("{s:.2}s")
-    } else {
-        crate::report::text::duration(s)
-    }
-}
-
 /// Each failed target's error, failing step and the tail of its log, on
 /// stderr.
 pub fn failures(summary: &RunSummary) {
@@ -200,17 +191,6 @@ pub fn failures(summary: &RunSummary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wall_time_is_as_precise_as_it_is_short() {
-        assert_eq!(wall(0.0), "0.00s");
-        assert_eq!(wall(0.42), "0.42s");
-        assert_eq!(wall(9.994), "9.99s");
-        assert_eq!(wall(15.24), "15.2s");
-        assert_eq!(wall(185.0), "3m 05s");
-        assert_eq!(wall(3720.0), "1h 02m");
-        assert_eq!(wall(f64::NAN), "-");
-    }
 
     #[test]
     fn the_summary_ends_with_the_wall_time_and_the_page() {
