@@ -1,5 +1,5 @@
 //! `kiln report [RUN] [-o FILE] [--format html|text|json]`: a recorded run
-//! (default: the last one) as one self-contained HTML page, or the same
+//! (default: the last one that built something) as one self-contained HTML page, or the same
 //! facts as text or JSON (docs/report.md). Reads only what `kiln build`
 //! recorded in `.kiln/runs/`, so a report can be made again at any time.
 //!
@@ -26,12 +26,28 @@ pub struct ReportSettings {
 }
 
 pub fn run(s: ReportSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let path = report::locate(&s.kiln_dir, s.run.as_deref()).map_err(|e| {
-        CliError::usage(e).with_hint(
-            "run `kiln build` in this project first (each run is recorded), or name a run id (`kiln history` lists them) or a recorded run's JSON file",
-        )
-    })?;
+    let hint = "run `kiln build` in this project first (each run is recorded), or name a run id (`kiln history` lists them) or a recorded run's JSON file";
+    // No run named: the last run that built something (later runs that
+    // built nothing are said, not shown).
+    let (path, noops) = match s.run.as_deref() {
+        Some(run) => (report::locate(&s.kiln_dir, Some(run)), Vec::new()),
+        None => match report::last_that_built(&s.kiln_dir) {
+            Ok((p, n)) => (Ok(p), n),
+            Err(e) => (Err(e), Vec::new()),
+        },
+    };
+    let path = path.map_err(|e| CliError::usage(e).with_hint(hint))?;
     let r = report::load(&path).map_err(CliError::usage)?;
+    if !noops.is_empty() {
+        eprintln!(
+            "showing run {}, the last run that built something; the {} later run{} ({}) built nothing: every target was up to date (`kiln report {}` shows it)",
+            r.run.id,
+            noops.len(),
+            if noops.len() == 1 { "" } else { "s" },
+            noops.join(", "),
+            noops[0]
+        );
+    }
     let text = match s.format {
         ReportFormat::Html => report::html::render(&r),
         ReportFormat::Text => report::text::render(&r),

@@ -59,6 +59,10 @@ pub struct NodeInfo {
     pub slots: usize,
     pub speed: f64,
     pub lost: bool,
+    /// Where the node was reached, when its recorded name was that
+    /// address (one engine: the page calls it `engine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -149,6 +153,18 @@ pub struct TargetInfo {
     pub attempts: Vec<Attempt>,
     pub pushed_bytes: Option<u64>,
     pub compiler_cache: Option<kiln_store::compiler_cache::Stats>,
+    /// How it was built (`docker-cli`, `engine-api`, `buildx`): which
+    /// cache verdicts mean something for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// A target that was not built: what its last recorded build took
+    /// (its bar, start to end), the most skipping it can have saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_build_s: Option<f64>,
+    /// A target that was not built: the time skipping it saved (its
+    /// learned cost on its node, at most `last_build_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_s: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
@@ -160,7 +176,9 @@ pub struct Totals {
     pub pulled: usize,
     pub failed: usize,
     pub blocked: usize,
-    /// The learned cost of every target that was not built.
+    /// The time saved by skipping: the sum of the skipped targets'
+    /// `saved_s` (learned costs only, each at most what the target's last
+    /// build took).
     pub saved_s: f64,
     pub pushed_bytes: u64,
     pub steps: u64,
@@ -227,9 +245,12 @@ pub struct Context<'a> {
     pub deps: &'a HashMap<String, Vec<String>>,
     /// Each target's requested tags.
     pub tags: &'a HashMap<String, Vec<String>>,
-    /// Learned (or file, or default) work seconds per target, for the time
-    /// saved by skipping.
+    /// Learned work seconds per target (at speed 1.0), for the time saved
+    /// by skipping; a target without one saves nothing.
     pub costs: &'a HashMap<String, f64>,
+    /// What each target's last recorded build took (start to end), the cap
+    /// of what skipping it saves.
+    pub last_built: &'a HashMap<String, f64>,
     /// Node speeds (1.0 when unknown).
     pub speeds: &'a HashMap<String, f64>,
     /// Pushed sizes in MB of built targets.
@@ -267,7 +288,7 @@ pub fn build(summary: &kiln_engine::RunSummary, cx: &Context<'_>) -> RunReport {
             _ => totals.blocked += 1,
         }
         if r.status == kiln_engine::TargetStatus::Skipped {
-            totals.saved_s += cx.costs.get(&t.name).copied().unwrap_or(0.0);
+            totals.saved_s += t.saved_s.unwrap_or(0.0);
         }
         totals.pushed_bytes += t.pushed_bytes.unwrap_or(0);
         totals.steps += t.steps.total;
@@ -275,7 +296,7 @@ pub fn build(summary: &kiln_engine::RunSummary, cx: &Context<'_>) -> RunReport {
     }
     totals.saved_s = (totals.saved_s * 10.0).round() / 10.0;
     let finished_at = add_seconds(&summary.started_at, summary.wall_s);
-    RunReport {
+    let mut report = RunReport {
         format: FORMAT.into(),
         run: RunInfo {
             id: summary.run_id.clone(),
@@ -297,11 +318,14 @@ pub fn build(summary: &kiln_engine::RunSummary, cx: &Context<'_>) -> RunReport {
                 slots: n.slots,
                 speed: cx.speeds.get(&n.name).copied().unwrap_or(1.0),
                 lost: n.lost,
+                endpoint: None,
             })
             .collect(),
         targets,
         totals,
-    }
+    };
+    normalize(&mut report);
+    report
 }
 
 fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
@@ -372,6 +396,20 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
         .copied()
         .or_else(|| cx.costs.get(&t.name).map(|c| c / speed))
         .filter(|_| ran);
+    let skipped = t.status == kiln_engine::TargetStatus::Skipped;
+    let last_build_s = cx
+        .last_built
+        .get(&t.name)
+        .copied()
+        .filter(|s| skipped && s.is_finite() && *s >= 0.0);
+    // Learned costs only, on the node that skipped it, and never more than
+    // its last build took.
+    let saved_s = match (cx.costs.get(&t.name), last_build_s) {
+        (Some(c), Some(last)) if c.is_finite() && *c >= 0.0 => {
+            Some(round_ms((c / speed).min(last)))
+        }
+        _ => None,
+    };
     TargetInfo {
         name: t.name.clone(),
         outcome: outcome(t).into(),
@@ -379,7 +417,7 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
         slot: t.slot,
         start_s: t.start_s,
         end_s: t.end_s,
-        duration_s: t.duration_s,
+        duration_s: measured(t.slot, t.start_s, t.end_s).unwrap_or(t.duration_s),
         expected_s: expected_s.map(|e| (e * 10.0).round() / 10.0),
         planned: cx.planned.targets.get(&t.name).cloned(),
         deps: cx.deps.get(&t.name).cloned().unwrap_or_default(),
@@ -404,7 +442,7 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
         stages,
         longest_steps,
         cache,
-        verdict,
+        verdict: verdict.filter(|v| means_something(&v.code, Some(&t.driver))),
         error: t.error.clone(),
         failed_step: t.failed_step.clone(),
         log_tail: t.log_tail.clone(),
@@ -425,6 +463,105 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
             .get(&t.name)
             .map(|mb| (mb * 1024.0 * 1024.0).round() as u64),
         compiler_cache: t.compiler_cache,
+        driver: (t.status != kiln_engine::TargetStatus::Blocked).then(|| t.driver.clone()),
+        last_build_s,
+        saved_s,
+    }
+}
+
+fn round_ms(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
+}
+
+/// A build's time: from taking its build slot to its end, the one figure
+/// its bar, its details, the summary and the history show. `None` for a
+/// target that took no slot.
+pub fn measured(slot: Option<usize>, start: Option<f64>, end: Option<f64>) -> Option<f64> {
+    match (slot, start, end) {
+        (Some(_), Some(s), Some(e)) if s.is_finite() && e.is_finite() => {
+            Some(round_ms((e - s).max(0.0)))
+        }
+        _ => None,
+    }
+}
+
+/// The drivers that build on a Docker engine's own BuildKit: it imports a
+/// cache only from a pushing target's tags and exports none to a registry
+/// (docs/cache-policy.md), so no import or no export says nothing there.
+fn engine_driver(driver: &str) -> bool {
+    matches!(driver, "docker-cli" | "engine-api" | "engine" | "local")
+}
+
+/// Whether a `kiln diagnose` verdict means something for a build by
+/// `driver`: on the engine, `no-cache-import` and `no-cache-export` are the
+/// driver's design, not a defect.
+pub fn means_something(code: &str, driver: Option<&str>) -> bool {
+    !(driver.is_some_and(engine_driver) && matches!(code, "no-cache-import" | "no-cache-export"))
+}
+
+/// What a node's lane is called: one engine reached at an address is
+/// `engine` (as the live view says); a builder or fleet node keeps its name.
+fn looks_like_address(name: &str) -> bool {
+    name.contains("://") || name.starts_with('/')
+}
+
+/// Makes a run (just built, or recorded by an older kiln) say its numbers
+/// one way: lanes named by node (`engine` for one engine recorded under its
+/// address), a build's time is its bar (start to end), no verdict that
+/// means nothing for the driver that built.
+pub fn normalize(r: &mut RunReport) {
+    if let [node] = r.nodes.as_mut_slice()
+        && looks_like_address(&node.name)
+        && !r.run.driver.starts_with("fleet")
+    {
+        let address = std::mem::replace(&mut node.name, "engine".into());
+        let rename = |n: &mut String| {
+            if *n == address || looks_like_address(n) {
+                *n = "engine".into();
+            }
+        };
+        for t in &mut r.targets {
+            if let Some(n) = t.node.as_mut() {
+                rename(n);
+            }
+            if let Some(p) = t.planned.as_mut() {
+                rename(&mut p.node);
+            }
+            for a in &mut t.attempts {
+                rename(&mut a.node);
+            }
+        }
+        node.endpoint = Some(address);
+    }
+    for t in &mut r.targets {
+        if let Some(d) = measured(t.slot, t.start_s, t.end_s) {
+            t.duration_s = d;
+        }
+        let driver = t.driver.as_deref().unwrap_or(&r.run.driver);
+        if t.verdict
+            .as_ref()
+            .is_some_and(|v| !means_something(&v.code, Some(driver)))
+        {
+            t.verdict = None;
+        }
+    }
+}
+
+impl RunReport {
+    /// A run that built nothing: every target was skipped, cut off or
+    /// pulled (nothing failed either).
+    pub fn built_nothing(&self) -> bool {
+        self.targets
+            .iter()
+            .all(|t| matches!(t.outcome.as_str(), "skipped" | "cutoff" | "pulled"))
+            && !self.run.failed
+    }
+
+    /// Whether the plan and its lower bound are guesses: some target was
+    /// planned with the default cost (no learned cost, no costs file), so
+    /// their seconds are not on the run's time scale.
+    pub fn plan_guessed(&self) -> bool {
+        self.run.planned_guessed > 0
     }
 }
 
@@ -603,6 +740,31 @@ pub fn locate(kiln_dir: &Path, run: Option<&str>) -> Result<PathBuf, String> {
     }
 }
 
+/// The run `kiln report` shows by default: the last run that built
+/// something (newest first: `last`, then the other recorded runs by file
+/// time), with the ids of the later runs that built nothing. When no run
+/// built anything, the last run, with none skipped.
+pub fn last_that_built(kiln_dir: &Path) -> Result<(PathBuf, Vec<String>), String> {
+    let last = locate(kiln_dir, None)?;
+    let dir = runs_dir(kiln_dir);
+    let candidates = std::iter::once(last.clone()).chain(
+        list(kiln_dir)
+            .into_iter()
+            .rev()
+            .map(|id| dir.join(format!("{id}.json")))
+            .filter(|p| *p != last),
+    );
+    let mut noops = Vec::new();
+    for p in candidates {
+        let Ok(r) = load(&p) else { continue };
+        if !r.built_nothing() {
+            return Ok((p, noops));
+        }
+        noops.push(r.run.id);
+    }
+    Ok((last, Vec::new()))
+}
+
 /// The ids of the recorded runs, oldest first (by file time).
 pub fn list(kiln_dir: &Path) -> Vec<String> {
     let mut runs: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(runs_dir(kiln_dir))
@@ -648,7 +810,10 @@ pub fn load(path: &Path) -> Result<RunReport, String> {
             ));
         }
     }
-    serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
+    let mut r: RunReport =
+        serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))?;
+    normalize(&mut r);
+    Ok(r)
 }
 
 #[cfg(test)]

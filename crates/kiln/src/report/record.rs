@@ -68,6 +68,7 @@ fn record_run(
         .into_iter()
         .map(|(t, c)| (t, c.work_s))
         .collect();
+    let last_built = last_builds(history);
     let driver = if fleet {
         format!("fleet of {}", summary.nodes.len())
     } else {
@@ -85,6 +86,7 @@ fn record_run(
         deps: &deps,
         tags,
         costs: &costs,
+        last_built: &last_built,
         speeds,
         sizes,
     };
@@ -129,4 +131,23 @@ fn record_run(
         eprintln!("warning: could not record the run in the build history: {e}");
     }
     report.run.id
+}
+
+/// What each target's last recorded build took (its `duration_s` in the
+/// newest run of the history that built it, among the runs a project
+/// keeps): the most skipping it can save. Empty without a history.
+fn last_builds(history: &std::path::Path) -> std::collections::HashMap<String, f64> {
+    let mut out = std::collections::HashMap::new();
+    if !history.exists() {
+        return out;
+    }
+    let runs = kiln_store::history::History::open(history)
+        .and_then(|h| h.runs(None, crate::report::KEEP))
+        .unwrap_or_default();
+    for t in runs.iter().flat_map(|r| &r.targets) {
+        if t.outcome == "built" {
+            out.entry(t.target.clone()).or_insert(t.duration_s);
+        }
+    }
+    out
 }

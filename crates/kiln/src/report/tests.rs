@@ -29,6 +29,9 @@ fn target(name: &str, deps: &[&str], start: Option<f64>, end: Option<f64>) -> Ta
         attempts: Vec::new(),
         pushed_bytes: None,
         compiler_cache: None,
+        driver: None,
+        last_build_s: None,
+        saved_s: None,
     }
 }
 
@@ -120,6 +123,7 @@ fn sample() -> RunReport {
             slots: 1,
             speed: 1.0,
             lost: false,
+            endpoint: None,
         }],
         targets: vec![a, b, c],
         totals: Totals {
@@ -303,4 +307,262 @@ fn only_the_newest_runs_are_kept() {
     let kept = list(dir.path());
     assert_eq!(kept.len(), KEEP);
     assert!(!kept.contains(&"run.0".to_string()) && kept.contains(&format!("run.{}", KEEP + 2)));
+}
+
+/// A target of a run summary as the engine reports it.
+fn result(
+    name: &str,
+    status: kiln_engine::TargetStatus,
+    slot: Option<usize>,
+    start_end: Option<(f64, f64)>,
+    duration_s: f64,
+) -> kiln_engine::TargetResult {
+    kiln_engine::TargetResult {
+        name: name.into(),
+        status,
+        node: "unix:///tmp/kiln-dev/docker.sock".into(),
+        image: None,
+        digest: None,
+        key: None,
+        duration_s,
+        steps: kiln_engine::steps::StepCounts::default(),
+        driver: "docker-cli".into(),
+        cache: Vec::new(),
+        log: None,
+        reason: None,
+        error: None,
+        failed_step: None,
+        failed_at: None,
+        log_tail: Vec::new(),
+        pushed: Vec::new(),
+        hashed: None,
+        jobs: None,
+        handed: Default::default(),
+        build_name: None,
+        compiler_cache: None,
+        start_s: start_end.map(|(s, _)| s),
+        end_s: start_end.map(|(_, e)| e),
+        slot,
+        attempts: Vec::new(),
+        pulled: None,
+        cutoff_by: Vec::new(),
+        changes: Vec::new(),
+    }
+}
+
+/// A summary of one engine (named by its socket, as the engine names
+/// it): `built` waited 1.9 s for its slot, then built from 7.0 s to
+/// 7.7 s; `a`, `b`, `c` were skipped.
+fn summary() -> kiln_engine::RunSummary {
+    use kiln_engine::TargetStatus::{Built, Skipped};
+    kiln_engine::RunSummary {
+        run_id: "r2".into(),
+        stamps: Default::default(),
+        started_at: "2026-12-02T10:00:00Z".into(),
+        wall_s: 7.7,
+        nodes: vec![kiln_engine::run::NodeUse {
+            name: "unix:///tmp/kiln-dev/docker.sock".into(),
+            slots: 2,
+            lost: false,
+        }],
+        targets: vec![
+            result("a", Skipped, None, Some((0.0, 0.01)), 0.01),
+            result("b", Skipped, None, Some((0.0, 0.01)), 0.01),
+            result("c", Skipped, None, Some((0.0, 0.01)), 0.01),
+            result("built", Built, Some(1), Some((7.0, 7.7)), 2.6),
+        ],
+        stopped: None,
+        stop_error: None,
+    }
+}
+
+fn report_of(
+    s: &kiln_engine::RunSummary,
+    costs: &[(&str, f64)],
+    last: &[(&str, f64)],
+    planned: &Planned,
+) -> RunReport {
+    let map = |v: &[(&str, f64)]| -> HashMap<String, f64> {
+        v.iter().map(|(k, c)| (k.to_string(), *c)).collect()
+    };
+    let (costs, last) = (map(costs), map(last));
+    let empty = HashMap::new();
+    let cx = Context {
+        project: "p".into(),
+        driver: "docker-cli".into(),
+        planned,
+        deps: &HashMap::new(),
+        tags: &HashMap::new(),
+        costs: &costs,
+        last_built: &last,
+        speeds: &empty,
+        sizes: &BTreeMap::new(),
+    };
+    build(s, &cx)
+}
+
+/// Time saved counts learned costs only (a target without one saves
+/// nothing, never the default guess), each at most what the target's last
+/// build took: the total is never more than the skipped targets cost.
+#[test]
+fn time_saved_is_learned_and_never_more_than_the_skipped_targets_cost() {
+    let r = report_of(
+        &summary(),
+        // a's learned cost includes waits: more than its last build took.
+        &[("a", 100.0), ("b", 2.0)],
+        &[("a", 3.0), ("b", 5.0), ("c", 4.0)],
+        &Planned::default(),
+    );
+    let by = |n: &str| r.targets.iter().find(|t| t.name == n).unwrap().clone();
+    assert_eq!(by("a").saved_s, Some(3.0), "capped by its last build");
+    assert_eq!(by("b").saved_s, Some(2.0), "its learned cost");
+    assert_eq!(by("c").saved_s, None, "no learned cost: nothing");
+    assert_eq!(by("c").last_build_s, Some(4.0));
+    assert_eq!(r.totals.saved_s, 5.0);
+    let cost: f64 = r.targets.iter().filter_map(|t| t.last_build_s).sum();
+    assert!(r.totals.saved_s <= cost);
+    // Nothing recorded before: nothing saved.
+    let r = report_of(&summary(), &[("a", 100.0)], &[], &Planned::default());
+    assert_eq!(r.totals.saved_s, 0.0);
+}
+
+/// A build's time is one figure: from taking its slot to its end, what its
+/// bar shows (not the task's time, which includes waiting for a slot).
+#[test]
+fn a_build_s_time_is_its_bar() {
+    let r = report_of(&summary(), &[], &[], &Planned::default());
+    let b = r.targets.iter().find(|t| t.name == "built").unwrap();
+    assert_eq!(b.duration_s, 0.7);
+    assert_eq!(Some(b.duration_s), measured(b.slot, b.start_s, b.end_s));
+    let text = text::render(&r);
+    let row = text.lines().find(|l| l.starts_with("built ")).unwrap();
+    assert!(row.contains(" 0.7s ") && !row.contains("2.6s"), "{text}");
+}
+
+/// One engine is a lane called `engine` (its socket kept as its
+/// endpoint), in the nodes, the targets and the plan; a fleet's nodes keep
+/// their names.
+#[test]
+fn lanes_are_named_by_node() {
+    let mut planned = Planned::default();
+    planned.targets.insert(
+        "built".into(),
+        PlannedSlot {
+            node: "unix:///tmp/kiln-dev/docker.sock".into(),
+            slot: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+        },
+    );
+    let r = report_of(&summary(), &[], &[], &planned);
+    assert_eq!(r.nodes[0].name, "engine");
+    assert_eq!(
+        r.nodes[0].endpoint.as_deref(),
+        Some("unix:///tmp/kiln-dev/docker.sock")
+    );
+    assert!(
+        r.targets
+            .iter()
+            .all(|t| t.node.as_deref() == Some("engine"))
+    );
+    let b = r.targets.iter().find(|t| t.name == "built").unwrap();
+    assert_eq!(b.planned.as_ref().unwrap().node, "engine");
+    assert!(text::render(&r).contains("  engine/1: built [built 7.0s–7.7s]"));
+    let mut fleet = sample();
+    fleet.run.driver = "fleet of 2".into();
+    fleet.nodes[0].name = "node1".into();
+    normalize(&mut fleet);
+    assert_eq!(fleet.nodes[0].name, "node1");
+}
+
+/// A verdict shows only where it means something for the driver that
+/// built: the engine never imports or exports a registry cache by design.
+#[test]
+fn verdicts_meaningless_for_the_driver_are_not_shown() {
+    let verdict = |code: &str| {
+        Some(Verdict {
+            code: code.into(),
+            summary: "why".into(),
+        })
+    };
+    let mut r = sample();
+    r.run.driver = "docker-cli".into();
+    r.targets[0].verdict = verdict("no-cache-import");
+    r.targets[1].verdict = verdict("import-failed");
+    r.targets[2].verdict = verdict("no-cache-export");
+    r.targets[2].driver = Some("buildx".into());
+    normalize(&mut r);
+    assert_eq!(r.targets[0].verdict, None);
+    assert_eq!(r.targets[1].verdict, verdict("import-failed"));
+    assert_eq!(r.targets[2].verdict, verdict("no-cache-export"), "buildx");
+    assert!(!means_something("no-cache-export", Some("engine-api")));
+    assert!(means_something("no-cache-import", Some("buildx")));
+}
+
+/// A plan made with guessed costs is said to be one: its seconds and its
+/// lower bound are not compared with the run's.
+#[test]
+fn a_plan_from_guessed_costs_is_flagged() {
+    let mut r = sample();
+    r.run.planned_makespan_s = Some(5400.0);
+    r.run.lower_bound_s = Some(5400.0);
+    r.run.planned_guessed = 3;
+    assert!(r.plan_guessed());
+    let t = text::render(&r);
+    assert!(
+        t.contains("makespan 3.5s; no plan to compare: 3 of 3 targets"),
+        "{t}"
+    );
+    assert!(!t.contains("1h 30m"), "{t}");
+    // Learned costs, and the run beat the bound: said so.
+    r.run.planned_guessed = 0;
+    r.run.lower_bound_s = Some(5.0);
+    let t = text::render(&r);
+    assert!(
+        t.contains("lower bound 5.0s (0.70× the bound: under it"),
+        "{t}"
+    );
+}
+
+/// A run that built nothing is a no-op, and its report says only that.
+#[test]
+fn a_run_that_built_nothing_is_a_no_op() {
+    let mut r = report_of(&summary(), &[], &[], &Planned::default());
+    assert!(!r.built_nothing());
+    r.targets.retain(|t| t.name != "built");
+    r.targets[1].outcome = "pulled".into();
+    assert!(r.built_nothing());
+    let t = text::render(&r);
+    assert!(t.contains("nothing to do: 3 targets up to date"), "{t}");
+    assert!(!t.contains("lanes"), "{t}");
+    assert!(!sample().built_nothing(), "a failed run is not a no-op");
+}
+
+/// `kiln report` with no run: the last run that built something, and the
+/// later runs that built nothing (newest first); when no run built, the
+/// last run.
+#[test]
+fn the_default_run_is_the_last_that_built_something() {
+    let dir = scratch();
+    let noop = || {
+        let mut r = report_of(&summary(), &[], &[], &Planned::default());
+        r.targets.retain(|t| t.name != "built");
+        r
+    };
+    let mut first = noop();
+    first.run.id = "n0".into();
+    save(dir.path(), &mut first).unwrap();
+    let (p, skipped) = last_that_built(dir.path()).unwrap();
+    assert_eq!((p, skipped), (locate(dir.path(), None).unwrap(), vec![]));
+    let mut built = sample();
+    let built_at = save(dir.path(), &mut built).unwrap();
+    for id in ["n1", "n2"] {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut r = noop();
+        r.run.id = id.into();
+        save(dir.path(), &mut r).unwrap();
+    }
+    let (p, skipped) = last_that_built(dir.path()).unwrap();
+    assert_eq!(p, built_at);
+    assert_eq!(skipped, ["n2", "n1"]);
 }

@@ -43,6 +43,41 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// The makespan against plan and lower bound: their seconds only when the
+/// plan was made from learned costs; with guessed costs, says so.
+pub fn makespan_line(r: &RunReport) -> String {
+    let mut m = format!("makespan {}", duration(r.run.wall_s));
+    if r.run.planned_makespan_s.is_none() && r.run.lower_bound_s.is_none() {
+        return m;
+    }
+    if r.plan_guessed() {
+        let _ = write!(
+            m,
+            "; no plan to compare: {} of {} targets had no learned cost, so the plan's \
+             times and its lower bound are guesses, not compared with the run",
+            r.run.planned_guessed, r.totals.targets
+        );
+        return m;
+    }
+    if let Some(p) = r.run.planned_makespan_s {
+        let _ = write!(m, ", planned {}", duration(p));
+    }
+    if let Some(lb) = r.run.lower_bound_s.filter(|lb| *lb > 0.0) {
+        let _ = write!(
+            m,
+            ", lower bound {} ({:.2}× the bound{})",
+            duration(lb),
+            r.run.wall_s / lb,
+            if r.run.wall_s < lb {
+                ": under it, builds went faster than learned"
+            } else {
+                ""
+            }
+        );
+    }
+    m
+}
+
 pub fn render(r: &RunReport) -> String {
     let mut o = String::new();
     let status = if r.run.failed { "FAILED" } else { "ok" };
@@ -65,26 +100,20 @@ pub fn render(r: &RunReport) -> String {
         duration(t.saved_s),
         bytes(t.pushed_bytes)
     );
-    let mut m = format!("makespan {}", duration(r.run.wall_s));
-    if let Some(p) = r.run.planned_makespan_s {
-        let _ = write!(m, ", planned {}", duration(p));
-        if r.run.planned_guessed > 0 {
-            let _ = write!(
-                m,
-                " ({} of {} targets at the default cost: no history yet)",
-                r.run.planned_guessed, r.totals.targets
+    if r.built_nothing() {
+        let _ = writeln!(o, "nothing to do: {} targets up to date", r.targets.len());
+        for t in &r.targets {
+            let _ = writeln!(
+                o,
+                "  {:<8}  {}  {}",
+                t.outcome,
+                t.name,
+                t.reason.as_deref().unwrap_or("")
             );
         }
+        return o;
     }
-    if let Some(lb) = r.run.lower_bound_s.filter(|lb| *lb > 0.0) {
-        let _ = write!(
-            m,
-            ", lower bound {} ({:.2}× the bound)",
-            duration(lb),
-            r.run.wall_s / lb
-        );
-    }
-    let _ = writeln!(o, "{m}");
+    let _ = writeln!(o, "{}", makespan_line(r));
 
     // Lanes, in the order the page draws them.
     let _ = writeln!(o, "\nlanes (as it ran):");
