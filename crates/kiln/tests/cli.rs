@@ -1052,6 +1052,11 @@ fn synthetic_run() -> serde_json::Value {
         t("after", "blocked", None, None, None, None, &["tests"]),
     ];
     targets[5]["attempts"] = serde_json::json!([{"node": "n2", "slot": 0, "start_s": 10.0, "end_s": 12.0, "outcome": "lost"}]);
+    // What skipping saved: learned costs, each at most its last build.
+    for (i, last, saved) in [(1, 4.0, 3.0), (2, 5.0, 2.5), (3, 1.0, 0.5)] {
+        targets[i]["last_build_s"] = serde_json::json!(last);
+        targets[i]["saved_s"] = serde_json::json!(saved);
+    }
     serde_json::json!({
         "format": "kiln-run-report-v1",
         "run": {"id": "r-1", "project": "synthetic", "started_at": "2026-12-02T10:00:00Z",
@@ -1061,7 +1066,7 @@ fn synthetic_run() -> serde_json::Value {
                   {"name": "n2", "slots": 1, "speed": 1.5, "lost": true}],
         "targets": targets,
         "totals": {"targets": 8, "built": 3, "skipped": 1, "cutoff": 1, "pulled": 1, "failed": 1,
-                   "blocked": 1, "saved_s": 120.0, "pushed_bytes": 0, "steps": 32, "steps_cached": 8}
+                   "blocked": 1, "saved_s": 6.0, "pushed_bytes": 0, "steps": 32, "steps_cached": 8}
     })
 }
 
@@ -1101,6 +1106,298 @@ fn a_recorded_run_renders_in_a_browser_with_every_outcome_lane_and_lost_attempt(
     assert!(page.dom.contains("(lost)"));
     assert!(page.dom.contains("a&lt;b&gt;&amp;"));
     assert!(!page.dom.contains("<b>&"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The socket one engine is recorded under (the page calls it `engine`).
+const SOCKET: &str = "unix:///tmp/kiln-dev-env-with-a-long-path/docker.sock";
+
+/// A recorded run on one engine (named by its socket, as kiln records
+/// it). `targets`: (name, outcome, slot, start, end, task time, planned
+/// start and end, deps); a target's task time is longer than its bar (it
+/// waited for its slot), as the engine reports it.
+#[allow(clippy::type_complexity)]
+fn engine_run(
+    id: &str,
+    targets: &[(
+        &str,
+        &str,
+        Option<u64>,
+        Option<(f64, f64)>,
+        f64,
+        Option<(f64, f64)>,
+        &[&str],
+    )],
+    plan: (Option<f64>, Option<f64>, usize),
+    wall_s: f64,
+) -> serde_json::Value {
+    let ts: Vec<serde_json::Value> = targets
+        .iter()
+        .map(|(name, outcome, slot, bar, task, planned, deps)| {
+            let ran = slot.is_some();
+            serde_json::json!({
+                "name": name, "outcome": outcome,
+                "node": if *outcome == "blocked" { None } else { Some(SOCKET) },
+                "slot": slot, "start_s": bar.map(|b| b.0), "end_s": bar.map(|b| b.1),
+                "duration_s": task, "expected_s": null,
+                "planned": planned.map(|(s, e)| serde_json::json!(
+                    {"node": SOCKET, "slot": slot.unwrap_or(0), "start_s": s, "end_s": e})),
+                "deps": deps, "critical": false, "image": null, "digest": null, "tags": [],
+                "reason": if ran { "built" } else { "up to date" }, "why": [],
+                "steps": {"total": 3, "cached": 0}, "stages": [], "longest_steps": [],
+                "cache": [],
+                // What diagnose says of an engine build: no import, no export.
+                "verdict": if ran { Some(serde_json::json!(
+                    {"code": "no-cache-import", "summary": "no cache import was attempted"})) } else { None },
+                "error": if *outcome == "failed" { Some("exit code 1") } else { None },
+                "failed_step": null, "log_tail": [], "attempts": [],
+                "pushed_bytes": null, "compiler_cache": null
+            })
+        })
+        .collect();
+    let count = |o: &str| targets.iter().filter(|t| t.1 == o).count();
+    let failed = count("failed") + count("blocked") > 0;
+    serde_json::json!({
+        "format": "kiln-run-report-v1",
+        "run": {"id": id, "project": "engine-runs", "started_at": "2026-12-02T10:00:00Z",
+                "finished_at": "2026-12-02T10:00:08Z", "wall_s": wall_s,
+                "planned_makespan_s": plan.0, "lower_bound_s": plan.1, "planned_guessed": plan.2,
+                "failed": failed, "driver": "docker-cli"},
+        "nodes": [{"name": SOCKET, "slots": 2, "speed": 1.0, "lost": false}],
+        "targets": ts,
+        "totals": {"targets": targets.len(), "built": count("built"), "skipped": count("skipped"),
+                   "cutoff": 0, "pulled": 0, "failed": count("failed"), "blocked": count("blocked"),
+                   "saved_s": 0.0, "pushed_bytes": 0, "steps": 3 * targets.len(), "steps_cached": 0}
+    })
+}
+
+/// A twin-like first run: no history, so all three targets were planned
+/// with the default cost (10 min each).
+fn first_run(id: &str) -> serde_json::Value {
+    engine_run(
+        id,
+        &[
+            (
+                "base",
+                "built",
+                Some(0),
+                Some((0.0, 2.0)),
+                2.3,
+                Some((0.0, 600.0)),
+                &[],
+            ),
+            (
+                "lib",
+                "built",
+                Some(0),
+                Some((2.0, 7.0)),
+                5.2,
+                Some((600.0, 1200.0)),
+                &["base"],
+            ),
+            // Waited for its slot: 2.6 s of task, a 0.7 s build.
+            (
+                "app",
+                "built",
+                Some(1),
+                Some((7.0, 7.7)),
+                2.6,
+                Some((1200.0, 1800.0)),
+                &["lib"],
+            ),
+        ],
+        (Some(1800.0), Some(1800.0), 3),
+        7.7,
+    )
+}
+
+/// Writes recorded runs into a new project, oldest first (distinct file
+/// times); `last` names the newest.
+fn project_with_runs(runs: &[&serde_json::Value]) -> PathBuf {
+    let dir = workspace(&[]);
+    let dir_runs = dir.join(".kiln/runs");
+    std::fs::create_dir_all(&dir_runs).unwrap();
+    for (i, run) in runs.iter().enumerate() {
+        let id = run["run"]["id"].as_str().unwrap();
+        let p = dir_runs.join(format!("{id}.json"));
+        std::fs::write(&p, serde_json::to_string(run).unwrap()).unwrap();
+        let t = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::from_secs(1_800_000_000 + i as u64);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+        std::fs::write(dir_runs.join("last"), format!("{id}.json\n")).unwrap();
+    }
+    dir
+}
+
+/// The page of `id` in `dir`, opened in chromium and checked against the
+/// recorded run (its numbers among them); `None` without a browser.
+fn page_of(dir: &Path, id: &str, name: &str) -> Option<(serde_json::Value, common::browser::Page)> {
+    let o = kiln(dir, &["report", id, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let html = format!("{name}.html");
+    let o = kiln(dir, &["report", id, "-o", &html]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let browser = common::browser::chromium()?;
+    let page = common::browser::open(&browser, &dir.join(&html), name);
+    common::browser::check_report(&page, &run);
+    Some((run, page))
+}
+
+/// A first run, every cost guessed: the plan is said to be a guess and
+/// drawn as an order, not against the run's seconds; a build's bar is its
+/// time and its details say the same; lanes are `engine/0`, `engine/1`;
+/// no verdict that means nothing on the engine.
+#[test]
+fn a_first_run_with_guessed_costs_has_numbers_that_agree() {
+    let dir = project_with_runs(&[&first_run("first")]);
+    let text = stdout(&kiln(&dir, &["report", "--format", "text"]));
+    assert!(
+        text.contains("makespan 7.7s; no plan to compare: 3 of 3"),
+        "{text}"
+    );
+    assert!(text.contains("  engine/1: app [built 7.0s–7.7s]"), "{text}");
+    assert!(
+        !text.contains("30m") && !text.contains("no-cache-import"),
+        "{text}"
+    );
+    let Some((run, page)) = page_of(&dir, "first", "report-first-run-guessed") else {
+        return;
+    };
+    assert_eq!(run["nodes"][0]["name"], "engine");
+    let app = run["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "app")
+        .unwrap();
+    assert_eq!(app["duration_s"], 0.7, "one figure: the bar");
+    assert!(!page.dom.contains("no-cache-import"));
+    assert!(!page.dom.contains("lower bound 30m") && !page.dom.contains("planned 30m"));
+    assert!(page.dom.contains(">engine/0<") && page.dom.contains(">engine/1<"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A run that built nothing: its page says `nothing to do`, and `kiln
+/// report` with no run shows the last run that built something, saying
+/// which and that the later run built nothing.
+#[test]
+fn a_no_op_run_is_a_short_page_and_the_default_report_is_the_last_run_that_built() {
+    let mut noop = engine_run(
+        "noop",
+        &[
+            ("base", "skipped", None, Some((0.0, 0.01)), 0.01, None, &[]),
+            (
+                "lib",
+                "skipped",
+                None,
+                Some((0.0, 0.01)),
+                0.01,
+                None,
+                &["base"],
+            ),
+            (
+                "app",
+                "skipped",
+                None,
+                Some((0.0, 0.01)),
+                0.01,
+                None,
+                &["lib"],
+            ),
+        ],
+        (None, None, 0),
+        0.01,
+    );
+    for (i, last, saved) in [(0, 2.0, 2.0), (1, 5.0, 4.1), (2, 0.7, 0.7)] {
+        noop["targets"][i]["last_build_s"] = serde_json::json!(last);
+        noop["targets"][i]["saved_s"] = serde_json::json!(saved);
+    }
+    noop["totals"]["saved_s"] = serde_json::json!(6.8);
+    let dir = project_with_runs(&[&first_run("first"), &noop]);
+    let o = kiln(&dir, &["report", "-o", "default.html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("showing run first, the last run that built something")
+            && e.contains("later run (noop) built nothing"),
+        "{e}"
+    );
+    let page = std::fs::read_to_string(dir.join("default.html")).unwrap();
+    assert!(
+        page.contains("<title>kiln run first"),
+        "the page of the run that built"
+    );
+    let text = stdout(&kiln(&dir, &["report", "noop", "--format", "text"]));
+    assert!(
+        text.contains("nothing to do: 3 targets up to date"),
+        "{text}"
+    );
+    let Some((_, page)) = page_of(&dir, "noop", "report-no-op") else {
+        return;
+    };
+    assert!(page.dom.contains("nothing to do: 3 targets up to date"));
+    assert!(!page.dom.contains("0 bars on"), "no empty timeline");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A failure on one engine, planned from learned costs: plan and bound on
+/// the run's time scale, the bound under the makespan, the failed build's
+/// bar its time, its details open.
+#[test]
+fn a_failed_run_has_numbers_that_agree() {
+    let run = engine_run(
+        "failed",
+        &[
+            (
+                "base",
+                "built",
+                Some(0),
+                Some((0.0, 3.0)),
+                3.4,
+                Some((0.0, 3.5)),
+                &[],
+            ),
+            (
+                "tests",
+                "failed",
+                Some(0),
+                Some((3.0, 8.0)),
+                6.0,
+                Some((3.5, 9.0)),
+                &["base"],
+            ),
+            ("app", "blocked", None, None, 0.0, None, &["tests"]),
+        ],
+        (Some(9.0), Some(6.0), 0),
+        8.0,
+    );
+    let dir = project_with_runs(&[&run]);
+    let text = stdout(&kiln(&dir, &["report", "--format", "text"]));
+    assert!(
+        text.contains("makespan 8.0s, planned 9.0s, lower bound 6.0s"),
+        "{text}"
+    );
+    let Some((_, page)) = page_of(&dir, "failed", "report-failed-engine") else {
+        return;
+    };
+    let d = common::browser::elements(&page.dom, "details");
+    let tests = d
+        .iter()
+        .find(|d| d.get("data-target").map(String::as_str) == Some("tests"));
+    assert!(
+        tests.is_some_and(|t| t.contains_key("open") && t["data-duration"] == "5"),
+        "{tests:?}"
+    );
+    assert!(
+        page.dom.contains("vs lower bound <b>6s</b>"),
+        "the bound, on the run's scale"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -236,6 +236,20 @@ pub fn check_report(page: &Page, run: &serde_json::Value) {
         page.requests
     );
     let sections = elements(&page.dom, "details");
+    check_numbers(page, run);
+    if !page.dom.contains("id=\"gantt-actual\"") {
+        // A run that built nothing: a short page, no timeline.
+        for t in run["targets"].as_array().unwrap() {
+            let name = t["name"].as_str().unwrap();
+            assert!(
+                sections
+                    .iter()
+                    .any(|d| d.get("data-target").map(String::as_str) == Some(name)),
+                "no details for {name}"
+            );
+        }
+        return;
+    }
     let actual = section(&page.dom, "svg", "gantt-actual");
     let rects = elements(actual, "rect");
     let bars: Vec<&BTreeMap<String, String>> = rects
@@ -309,4 +323,176 @@ pub fn check_report(page: &Page, run: &serde_json::Value) {
             "lane {lane}: bars out of order {v:?}"
         );
     }
+}
+
+/// The text of each element whose opening tag carries `class="<class>"`
+/// (its content up to the next tag), in document order.
+pub fn texts(dom: &str, class: &str) -> Vec<String> {
+    let marker = format!("class=\"{class}\"");
+    let mut out = Vec::new();
+    let mut rest = dom;
+    while let Some(at) = rest.find(&marker) {
+        rest = &rest[at + marker.len()..];
+        let Some(open_end) = rest.find('>') else {
+            break;
+        };
+        rest = &rest[open_end + 1..];
+        let end = rest.find('<').unwrap_or(rest.len());
+        out.push(unescape(&rest[..end]));
+        rest = &rest[end..];
+    }
+    out
+}
+
+fn num(m: &BTreeMap<String, String>, k: &str) -> Option<f64> {
+    m.get(k).and_then(|v| v.parse().ok())
+}
+
+/// The page's numbers agree with each other and with the run: a build's
+/// bar is as long as its time on the axis scale (and its details say the
+/// same time), the lower bound is at most the makespan or labelled (a
+/// guess, or a run that beat it), time saved is at most what the skipped
+/// targets cost when last built, lanes carry node names; a run that
+/// built nothing says so.
+pub fn check_numbers(page: &Page, run: &serde_json::Value) {
+    let dom = &page.dom;
+    let targets = run["targets"].as_array().unwrap();
+    let details = elements(dom, "details");
+    let detail = |name: &str| {
+        details
+            .iter()
+            .find(|d| d.get("data-target").map(String::as_str) == Some(name))
+            .unwrap_or_else(|| panic!("no details for {name}"))
+    };
+    let noop = !run["run"]["failed"].as_bool().unwrap_or(false)
+        && targets
+            .iter()
+            .all(|t| matches!(t["outcome"].as_str(), Some("skipped" | "cutoff" | "pulled")));
+    // Time saved: at most what the skipped targets took when last built.
+    let saved = elements(dom, "div")
+        .into_iter()
+        .find(|d| d.get("data-total").map(String::as_str) == Some("saved"))
+        .and_then(|d| num(&d, "data-saved-s"))
+        .expect("the page shows the time saved, with its seconds");
+    let cost: f64 = details
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.get("data-outcome").map(String::as_str),
+                Some("skipped" | "cutoff" | "pulled")
+            )
+        })
+        .filter_map(|d| num(d, "data-last-build"))
+        .sum();
+    assert!(
+        saved <= cost + 0.05,
+        "time saved {saved}s is more than the skipped targets cost when built ({cost}s)"
+    );
+    if noop {
+        let n = targets.len();
+        assert!(
+            dom.contains(&format!("nothing to do: {n} target")),
+            "a run that built nothing says so"
+        );
+        assert!(
+            !dom.contains("id=\"gantt-actual\""),
+            "and draws no timeline"
+        );
+        return;
+    }
+    // Makespan against the lower bound.
+    let mk = elements(dom, "div")
+        .into_iter()
+        .find(|d| d.get("id").map(String::as_str) == Some("mk"));
+    if let Some(mk) = mk {
+        let guessed = mk.get("data-plan").map(String::as_str) == Some("guessed");
+        let shown = section(dom, "div", "mk");
+        if guessed {
+            assert!(
+                shown.contains("guesses") && !shown.contains("lower bound <b>"),
+                "a guessed plan is labelled, its bound not compared: {shown}"
+            );
+        } else if let (Some(lb), Some(w)) =
+            (num(&mk, "data-lower-bound"), num(&mk, "data-makespan"))
+        {
+            assert!(
+                lb <= w + 1e-9 || shown.contains("under it"),
+                "lower bound {lb} over makespan {w}, unlabelled: {shown}"
+            );
+        }
+        if guessed && dom.contains("id=\"gantt-planned\"") {
+            let planned = section(dom, "svg", "gantt-planned");
+            assert!(
+                planned.contains("data-order-only=\"true\""),
+                "a guessed plan is drawn as an order"
+            );
+        }
+    }
+    // Each build's bar is its time on the axis scale; its details say the same.
+    let actual = section(dom, "svg", "gantt-actual");
+    let svg = &elements(actual, "svg")[0];
+    let scale = num(svg, "data-scale").expect("the timeline says its scale");
+    let x0 = num(svg, "data-x0").expect("the timeline says where 0 s is");
+    for r in elements(actual, "rect") {
+        if !r.get("class").is_some_and(|c| c.starts_with("bar ")) {
+            continue;
+        }
+        let (s, e, x, w) = (
+            num(&r, "data-start").unwrap(),
+            num(&r, "data-end").unwrap(),
+            num(&r, "x").unwrap(),
+            num(&r, "width").unwrap(),
+        );
+        assert!(
+            (x - (x0 + s * scale)).abs() <= 1.0,
+            "bar starts off its time: {r:?}"
+        );
+        assert!(
+            (w - ((e - s) * scale).max(1.5)).abs() <= 1.0,
+            "bar length {w}px is not its time {}s × {scale}px/s: {r:?}",
+            e - s
+        );
+        if r.get("class").is_some_and(|c| c.contains("attempt")) {
+            continue;
+        }
+        let name = r.get("data-target").unwrap();
+        let d = num(detail(name), "data-duration").expect("details say the time");
+        assert!(
+            (d - (e - s)).abs() < 0.002,
+            "{name}: details say {d}s, its bar {}s",
+            e - s
+        );
+        let t = targets.iter().find(|t| t["name"] == name.as_str()).unwrap();
+        assert!(
+            (t["duration_s"].as_f64().unwrap() - (e - s)).abs() < 0.002,
+            "{name}: the recorded time is not its bar"
+        );
+    }
+    // Lanes carry node names.
+    let names: Vec<&str> = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    let labels = texts(actual, "ll")
+        .into_iter()
+        .chain(texts(actual, "ll lost"));
+    for l in labels {
+        if l == "no build" {
+            continue;
+        }
+        let lane = l.trim_end_matches(" (lost)");
+        let (node, slot) = lane.rsplit_once('/').unwrap_or((lane, ""));
+        assert!(
+            !node.contains("://") && names.contains(&node) && slot.parse::<u32>().is_ok(),
+            "lane {l:?} is not a node's name and slot ({names:?})"
+        );
+    }
+    // The dependency graph fits the page's width.
+    let graph = section(dom, "svg", "graph");
+    assert!(
+        graph.contains("data-fit=\"width\""),
+        "the dependency graph does not fit the page"
+    );
 }
