@@ -767,11 +767,43 @@ fn a_twin_run_is_reported_in_a_browser_and_in_the_history() {
             .success()
     );
     let second = build();
+    // A rerun builds nothing: `kiln report` still shows the second run,
+    // and says the later run built nothing.
+    let third = build();
+    let o = kiln(&dir, &host, &["report", "--format", "text"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains(&format!(
+            "showing run {}, the last run that built something",
+            second["run_id"].as_str().unwrap()
+        )),
+        "{e}"
+    );
     let Some((run, page)) = report_in_browser(&dir, &host, "report-twin-one-engine") else {
         let _ = std::fs::remove_dir_all(&dir);
         return;
     };
     assert_eq!(run["run"]["id"], second["run_id"]);
+    // Lanes by node name: one engine is `engine`.
+    assert_eq!(run["nodes"][0]["name"], "engine");
+    // The no-op run's own page: nothing to do.
+    let noop = dir.join("report-twin-no-op.html");
+    let third_id = third["run_id"].as_str().unwrap();
+    let o = kiln(
+        &dir,
+        &host,
+        &["report", third_id, "-o", noop.to_str().unwrap()],
+        &[],
+    );
+    assert!(o.status.success(), "{}", failure(&o));
+    if let Some(browser) = common::browser::chromium() {
+        let o = kiln(&dir, &host, &["report", third_id, "--format", "json"], &[]);
+        let noop_run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let p = common::browser::open(&browser, &noop, "report-twin-no-op");
+        common::browser::check_report(&p, &noop_run);
+        assert!(p.dom.contains("nothing to do: 15 targets up to date"));
+    }
     let outcome = |n: &str| {
         run["targets"]
             .as_array()
@@ -843,8 +875,8 @@ fn a_twin_run_is_reported_in_a_browser_and_in_the_history() {
         .iter()
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, [second["run_id"].as_str().unwrap(), id]);
-    assert_eq!(h["runs"][0]["counts"]["cutoff"], 2);
+    assert_eq!(ids, [third_id, second["run_id"].as_str().unwrap(), id]);
+    assert_eq!(h["runs"][1]["counts"]["cutoff"], 2);
     let o = kiln(&dir, &host, &["history", "nixl-wheel"], &[]);
     assert!(o.status.success(), "{}", failure(&o));
     let text = String::from_utf8_lossy(&o.stdout);
