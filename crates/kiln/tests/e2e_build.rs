@@ -644,6 +644,16 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
     assert_eq!(target(&s, "pytorch-test")["status"], "failed");
     assert_eq!(target(&s, "torchvision-wheel")["status"], "built");
     assert_eq!(target(&s, "pytorch")["status"], "built");
+    // A target's time is one figure: its summary time is its span.
+    for t in s["targets"].as_array().unwrap() {
+        if let (Some(a), Some(b)) = (t["start_s"].as_f64(), t["end_s"].as_f64()) {
+            let d = t["duration_s"].as_f64().unwrap();
+            assert!(
+                (d - (b - a)).abs() <= 0.002,
+                "duration {d} vs span {a}..{b}: {t}"
+            );
+        }
+    }
     // The failure names its step, where the step is written, and the
     // step's own last lines (not BuildKit's digest lines).
     let failed = target(&s, "pytorch-test");

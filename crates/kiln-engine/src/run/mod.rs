@@ -379,6 +379,12 @@ impl Scheduler {
             let t0 = Instant::now();
             let (outcome, keyed, held) =
                 target::process(&shared, k, i, &outputs, &hand_over, &rebuilt).await;
+            // One measured time per target, used everywhere (summary,
+            // live lines, report bar, learned costs): a build's from when it
+            // took its slot (it may have waited for one, or for another
+            // run's claim), a skip's from when its task started.
+            let began = held.slot_taken.unwrap_or(t0);
+            let ended = Instant::now();
             Done {
                 handed: hand_over.clone(),
                 node: k,
@@ -388,15 +394,9 @@ impl Scheduler {
                 jobs: held.jobs,
                 slot: held.slot,
                 changes: held.changes,
-                duration_s: t0.elapsed().as_secs_f64(),
-                // A build's bar starts when it took its slot (it may have
-                // waited for one); a skip's when its task did.
-                start_s: held
-                    .slot_taken
-                    .unwrap_or(t0)
-                    .saturating_duration_since(run_t0)
-                    .as_secs_f64(),
-                end_s: run_t0.elapsed().as_secs_f64(),
+                duration_s: ended.saturating_duration_since(began).as_secs_f64(),
+                start_s: began.saturating_duration_since(run_t0).as_secs_f64(),
+                end_s: ended.saturating_duration_since(run_t0).as_secs_f64(),
             }
         });
         self.tasks.insert(handle.id(), i);

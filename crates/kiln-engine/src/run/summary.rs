@@ -59,6 +59,9 @@ pub struct TargetResult {
     /// The content key (absent when the target never got that far).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The target's one measured time: from taking its build slot (a
+    /// skip: from its task's start) to its end, `end_s - start_s`; waits
+    /// for a slot or another run's claim are not in it.
     pub duration_s: f64,
     pub steps: StepCounts,
     /// `engine-api`, `docker-cli` or `buildx`.

@@ -10,22 +10,7 @@ use std::fmt::Write;
 
 use super::RunReport;
 
-/// `1h 32m`, `4m 05s`, `45.2s`.
-pub fn duration(s: f64) -> String {
-    if !s.is_finite() || s < 0.0 {
-        return "-".into();
-    }
-    if s < 60.0 {
-        return format!("{s:.1}s");
-    }
-    let total = s.round() as u64;
-    let (h, m, sec) = (total / 3600, (total / 60) % 60, total % 60);
-    if h > 0 {
-        format!("{h}h {m:02}m")
-    } else {
-        format!("{m}m {sec:02}s")
-    }
-}
+pub use kiln_util::duration;
 
 /// `512 B`, `3.4 MiB`.
 pub fn bytes(n: u64) -> String {
