@@ -156,16 +156,21 @@ fn locate_resolve_error(bake: &Bake, e: kiln_bake::Error) -> CliError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_set_of_an_arg_named_like_a_variable_is_told() {
-        let src = "variable \"ROCM_VERSION\" {}\nvariable \"REG\" {}\ntarget \"t\" {}\n";
-        let vars = kiln_bake::load(
+    /// The variables of a bake file.
+    fn variables(src: &str) -> Vec<VariableInfo> {
+        kiln_bake::load(
             vec![("docker-bake.hcl".into(), src.into())],
             &kiln_bake::Options::default(),
         )
         .unwrap()
         .config
-        .variables;
+        .variables
+    }
+
+    #[test]
+    fn a_set_of_an_arg_named_like_a_variable_is_told() {
+        let vars =
+            variables("variable \"ROCM_VERSION\" {}\nvariable \"REG\" {}\ntarget \"t\" {}\n");
         let w = set_shadows_variable("*.args.ROCM_VERSION=7.1", &vars).unwrap();
         assert!(
             w.contains("--var ROCM_VERSION=") && w.contains("every target"),
@@ -178,14 +183,7 @@ mod tests {
 
     #[test]
     fn a_var_the_files_do_not_declare_is_told_with_a_did_you_mean() {
-        let src = "variable \"VERSION\" {}\nvariable \"TAGS\" {}\ntarget \"t\" {}\n";
-        let vars = kiln_bake::load(
-            vec![("docker-bake.hcl".into(), src.into())],
-            &kiln_bake::Options::default(),
-        )
-        .unwrap()
-        .config
-        .variables;
+        let vars = variables("variable \"VERSION\" {}\nvariable \"TAGS\" {}\ntarget \"t\" {}\n");
         let given = |names: &[&str]| -> Vec<String> {
             unknown_vars(
                 &vars,
