@@ -684,6 +684,11 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
         stderr.contains("  step: ") && stderr.contains("docker/Dockerfile.pytorch-test:14"),
         "{stderr}"
     );
+    // Plain progress of the twin: no line is only a digest.
+    for l in stderr.lines() {
+        let body = l.split_once("] ").map_or(l, |(_, b)| b).trim();
+        assert!(!body.starts_with("sha256:"), "a digest line: {l}");
+    }
     // The run report shows the failure: its outcome, its open details
     // with the failing step's log tail.
     if let Some((run, page)) = report_in_browser(&dir, &host, "report-failed-target") {
