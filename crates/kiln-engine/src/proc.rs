@@ -230,7 +230,7 @@ fn read_capped(mut pipe: impl Read, buf: &mut Vec<u8>, max: usize) -> std::io::R
 
 /// SIGKILL to the process group `pgid`.
 fn kill_group(pgid: u32) {
-    signal_group(pgid, "KILL");
+    signal_group(pgid, Sig::Kill);
 }
 
 // ---- Build process groups ----
@@ -243,8 +243,10 @@ fn kill_group(pgid: u32) {
 //
 // A group has its own leader's PID as its id. [`Group`] registers it while
 // the child runs; [`terminate_all`] signals every registered group (SIGTERM,
-// then SIGKILL after a grace period) with `kill(1)`, since kiln's code has
-// no `unsafe` for `kill(2)`.
+// then SIGKILL after a grace period) with `kill(2)` through rustix's safe
+// wrapper (kiln's own code has no `unsafe`), so stopping a group starts no
+// process — which a signal handler on its way out, or a no-op run that
+// should start none, cannot afford.
 
 fn running() -> &'static std::sync::Mutex<std::collections::HashSet<u32>> {
     static RUNNING: std::sync::OnceLock<std::sync::Mutex<std::collections::HashSet<u32>>> =
@@ -269,21 +271,35 @@ impl Drop for Group {
     fn drop(&mut self) {
         // The group may outlive its leader (a plugin still building): it
         // is signalled before it leaves the registry.
-        signal_group(self.0, "KILL");
+        signal_group(self.0, Sig::Kill);
         if let Ok(mut r) = running().lock() {
             r.remove(&self.0);
         }
     }
 }
 
-/// Sends `signal` to the process group `pgid`: kiln's code has no
-/// `unsafe` for `kill(2)`, so `kill(1)` sends it.
-fn signal_group(pgid: u32, signal: &str) {
-    let _ = std::process::Command::new("kill")
-        .args([&format!("-{signal}"), "--", &format!("-{pgid}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
+/// A signal kiln sends to a child's process group.
+#[derive(Clone, Copy, Debug)]
+enum Sig {
+    Term,
+    Kill,
+}
+
+/// Sends `signal` to the process group `pgid` (rustix's safe `kill(2)`:
+/// no process is started to send it). A group that is gone already is
+/// not an error.
+fn signal_group(pgid: u32, signal: Sig) {
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let sig = match signal {
+        Sig::Term => rustix::process::Signal::TERM,
+        Sig::Kill => rustix::process::Signal::KILL,
+    };
+    let _ = rustix::process::kill_process_group(pid, sig);
 }
 
 /// Stops every running build group: SIGTERM, then SIGKILL to what is left
@@ -297,7 +313,7 @@ pub fn terminate_all(grace: std::time::Duration) {
         return;
     }
     for g in &groups {
-        signal_group(*g, "TERM");
+        signal_group(*g, Sig::Term);
     }
     let alive = |g: &u32| std::path::Path::new(&format!("/proc/{g}")).exists();
     let t0 = std::time::Instant::now();
@@ -305,7 +321,7 @@ pub fn terminate_all(grace: std::time::Duration) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     for g in &groups {
-        signal_group(*g, "KILL");
+        signal_group(*g, Sig::Kill);
     }
 }
 
@@ -431,6 +447,24 @@ mod tests {
         assert_eq!(o.stdout.len(), 8 << 20);
         assert_eq!(o.stderr.len(), 1 << 20);
         assert_eq!(o.status.code(), Some(3));
+    }
+
+    #[test]
+    fn a_group_is_signalled_without_starting_a_process() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        for (sig, number) in [(Sig::Term, 15), (Sig::Kill, 9)] {
+            let mut child = std::process::Command::new("sleep")
+                .arg("30")
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            signal_group(child.id(), sig);
+            let status = child.wait().unwrap();
+            assert_eq!(status.signal(), Some(number), "{sig:?}: {status:?}");
+        }
+        // A group that is gone is not an error.
+        signal_group(u32::MAX, Sig::Kill);
+        signal_group(0, Sig::Kill);
     }
 
     #[test]
