@@ -343,9 +343,16 @@ pub struct PlanArgs {
 /// How `kiln report` shows a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
+    /// One self-contained page (written beside the recorded run, or to -o).
     Html,
+    /// The same facts for a terminal.
     Text,
+    /// The recorded run.
     Json,
+    /// A job summary for a CI that renders Markdown (`$GITHUB_STEP_SUMMARY`).
+    Markdown,
+    /// JUnit XML: a test case per target, for CIs that show test results.
+    Junit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

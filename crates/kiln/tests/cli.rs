@@ -1338,6 +1338,18 @@ fn a_no_op_run_is_a_short_page_and_the_default_report_is_the_last_run_that_built
         text.contains("nothing to do: 3 targets up to date"),
         "{text}"
     );
+    // A CI's summary and test results are of the run that just ran: the
+    // no-op, its three targets skipped.
+    let junit = kiln(&dir, &["report", "--format", "junit"]);
+    assert!(junit.status.success(), "{}", stderr(&junit));
+    let xml = stdout(&junit);
+    assert!(
+        xml.contains("id=\"noop\"") && xml.matches("<skipped message=").count() == 3,
+        "{xml}"
+    );
+    let md = stdout(&kiln(&dir, &["report", "--format", "markdown"]));
+    assert!(md.starts_with("### kiln run `noop` of "), "{md}");
+    assert!(md.contains("3 targets: 0 built, 3 skipped"), "{md}");
     let Some((_, page)) = page_of(&dir, "noop", "report-no-op") else {
         return;
     };

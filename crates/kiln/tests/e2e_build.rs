@@ -724,6 +724,10 @@ fn the_twin_gpu_test_fails_and_the_rest_still_builds() {
             page.dom.contains(&escaped),
             "the log tail {tail:?} is on the page"
         );
+        assert!(
+            page.dom.contains("docker/Dockerfile.pytorch-test:14"),
+            "where the failed step is written is on the page"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,7 @@
-//! `kiln report [RUN] [-o FILE] [--format html|text|json]`: a recorded run
-//! (default: the last one that built something) as one self-contained HTML page, or the same
-//! facts as text or JSON (docs/report.md). Reads only what `kiln build`
+//! `kiln report [RUN] [-o FILE] [--format html|text|json|markdown|junit]`:
+//! a recorded run (default: the last one that built something) as one
+//! self-contained HTML page, or the same facts as text, JSON, a Markdown
+//! job summary or JUnit XML (docs/report.md). Reads only what `kiln build`
 //! recorded in `.kiln/runs/`, so a report can be made again at any time.
 //!
 //! Exit codes: 0 written; 2 when no such run is recorded or the file cannot
@@ -28,9 +29,12 @@ pub struct ReportSettings {
 pub fn run(s: ReportSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let hint = "run `kiln build` in this project first (each run is recorded), or name a run id (`kiln history` lists them) or a recorded run's JSON file";
     // No run named: the last run that built something (later runs that
-    // built nothing are said, not shown).
+    // built nothing are said, not shown) — but a CI's summary or test
+    // results are of the run that just ran, a no-op too.
+    let for_ci = matches!(s.format, ReportFormat::Markdown | ReportFormat::Junit);
     let (path, noops) = match s.run.as_deref() {
         Some(run) => (report::locate(&s.kiln_dir, Some(run)), Vec::new()),
+        None if for_ci => (report::locate(&s.kiln_dir, None), Vec::new()),
         None => match report::last_that_built(&s.kiln_dir) {
             Ok((p, n)) => (Ok(p), n),
             Err(e) => (Err(e), Vec::new()),
@@ -51,6 +55,8 @@ pub fn run(s: ReportSettings, out: &mut dyn Write) -> Result<(), CliError> {
     let text = match s.format {
         ReportFormat::Html => report::html::render(&r),
         ReportFormat::Text => report::text::render(&r),
+        ReportFormat::Markdown => report::markdown::render(&r),
+        ReportFormat::Junit => report::junit::render(&r),
         ReportFormat::Json => {
             let mut t =
                 serde_json::to_string_pretty(&r).map_err(|e| CliError::env(e.to_string()))?;

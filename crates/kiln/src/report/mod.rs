@@ -12,6 +12,8 @@
 //! string from the run close the page's script element.
 
 pub mod html;
+pub mod junit;
+pub mod markdown;
 pub mod record;
 pub mod text;
 
@@ -149,6 +151,9 @@ pub struct TargetInfo {
     pub verdict: Option<Verdict>,
     pub error: Option<String>,
     pub failed_step: Option<String>,
+    /// Where the failed step is written: `path/Dockerfile:LINE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<String>,
     pub log_tail: Vec<String>,
     pub attempts: Vec<Attempt>,
     pub pushed_bytes: Option<u64>,
@@ -445,6 +450,7 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
         verdict: verdict.filter(|v| means_something(&v.code, Some(&t.driver))),
         error: t.error.clone(),
         failed_step: t.failed_step.clone(),
+        failed_at: t.failed_at.clone(),
         log_tail: t.log_tail.clone(),
         attempts: t
             .attempts

@@ -25,6 +25,7 @@ fn target(name: &str, deps: &[&str], start: Option<f64>, end: Option<f64>) -> Ta
         verdict: None,
         error: None,
         failed_step: None,
+        failed_at: None,
         log_tail: Vec::new(),
         attempts: Vec::new(),
         pushed_bytes: None,
@@ -565,4 +566,140 @@ fn the_default_run_is_the_last_that_built_something() {
     let (p, skipped) = last_that_built(dir.path()).unwrap();
     assert_eq!(p, built_at);
     assert_eq!(skipped, ["n2", "n1"]);
+}
+
+/// A failed run whose text could break Markdown or XML: a target name with
+/// markup, a log tail with backticks, an ANSI colour and a control byte.
+fn hostile() -> RunReport {
+    let mut r = sample();
+    r.targets[0].tags = vec!["reg.test/a:1".into()];
+    r.targets[0].digest = Some(format!("sha256:{}", "ab".repeat(32)));
+    r.targets[0].why = vec!["file `x|y`: content changed".into()];
+    let b = &mut r.targets[1];
+    b.error = Some("exit code 1 <&> \"quoted\"\nsecond line".into());
+    b.failed_step = Some("[build 3/4] RUN make".into());
+    b.failed_at = Some("docker/Dockerfile.b:12".into());
+    b.log_tail = vec![
+        "```not a fence```".into(),
+        "\u{1b}[31mred\u{1b}[0m error\u{7}".into(),
+        "make: *** [all] Error 1".into(),
+    ];
+    r.targets[2].reason = Some("dependency b did not build".into());
+    r
+}
+
+#[test]
+fn the_markdown_summary_has_a_row_per_target_and_each_failure() {
+    let md = markdown::render(&hostile());
+    assert!(md.starts_with("### kiln run `r1` of p: failed\n"), "{md}");
+    assert!(
+        md.contains("3 targets: 1 built, 0 skipped, 1 failed, 1 blocked · took 3.5s"),
+        "{md}"
+    );
+    let rows: Vec<&str> = md
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
+        .collect();
+    // Header, then a row per target, each with six cells.
+    assert_eq!(rows.len(), 4, "{md}");
+    for row in &rows {
+        let cells = row.replace("\\|", "").matches('|').count();
+        assert_eq!(cells, 7, "six cells: {row}");
+    }
+    assert!(
+        rows[1].starts_with("| a\\<b\\> | 🔨 built | 2.0s |"),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[1].contains(&format!("`reg.test/a:1@sha256:{}`", "ab".repeat(32))),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[1].contains("file \\`x\\|y\\`: content changed"),
+        "{}",
+        rows[1]
+    );
+    assert!(
+        rows[2].contains("❌ failed") && rows[2].contains("exit code 1"),
+        "{}",
+        rows[2]
+    );
+    assert!(
+        rows[3].contains("⛔ blocked") && rows[3].contains("dependency b"),
+        "{}",
+        rows[3]
+    );
+    assert!(
+        md.contains("step `[build 3/4] RUN make` at `docker/Dockerfile.b:12`"),
+        "{md}"
+    );
+    // The log tail is fenced with more backticks than it holds, without
+    // its terminal colours and control bytes.
+    assert!(
+        md.contains("\n````text\n```not a fence```\nred error\nmake: *** [all] Error 1\n````\n"),
+        "{md}"
+    );
+    assert!(!md.contains('\u{1b}') && !md.contains('\u{7}'));
+}
+
+#[test]
+fn the_junit_file_parses_and_says_what_the_run_did() {
+    let xml = junit::render(&hostile());
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let suites = doc.root_element();
+    assert_eq!(suites.tag_name().name(), "testsuites");
+    assert_eq!(suites.attribute("tests"), Some("3"));
+    assert_eq!(suites.attribute("failures"), Some("1"));
+    assert_eq!(suites.attribute("errors"), Some("1"));
+    let suite = suites
+        .children()
+        .find(|n| n.has_tag_name("testsuite"))
+        .unwrap();
+    assert_eq!(suite.attribute("timestamp"), Some("2026-12-02T10:00:00"));
+    let cases: Vec<_> = suite
+        .children()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let names: Vec<_> = cases.iter().map(|c| c.attribute("name").unwrap()).collect();
+    assert_eq!(names, ["a<b>", "b", "c"]);
+    assert_eq!(cases[0].attribute("time"), Some("2.000"));
+    let failure = cases[1]
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .unwrap();
+    assert_eq!(
+        failure.attribute("message"),
+        Some("exit code 1 <&> \"quoted\"")
+    );
+    let body = failure.text().unwrap();
+    assert!(
+        body.starts_with("step: [build 3/4] RUN make\nat: docker/Dockerfile.b:12\n"),
+        "{body}"
+    );
+    assert!(
+        body.contains("second line") && body.contains("| red error\n"),
+        "{body}"
+    );
+    assert!(!body.contains('\u{1b}'), "{body:?}");
+    let error = cases[2]
+        .children()
+        .find(|n| n.has_tag_name("error"))
+        .unwrap();
+    assert_eq!(
+        error.attribute("message"),
+        Some("dependency b did not build")
+    );
+    // A skipped target is a skipped case with why.
+    let mut r = sample();
+    r.targets[0].outcome = "skipped".into();
+    r.targets[0].reason = Some("up to date".into());
+    let xml = junit::render(&r);
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let skipped = doc
+        .descendants()
+        .find(|n| n.has_tag_name("skipped"))
+        .unwrap();
+    assert_eq!(skipped.attribute("message"), Some("up to date"));
 }

@@ -218,6 +218,9 @@ pub fn render(r: &RunReport) -> String {
         if let Some(s) = &t.failed_step {
             let _ = writeln!(o, "  step: {s}");
         }
+        if let Some(at) = &t.failed_at {
+            let _ = writeln!(o, "    at: {at}");
+        }
         for l in &t.log_tail {
             let _ = writeln!(o, "  | {l}");
         }
