@@ -12,8 +12,7 @@
 
 use std::fmt::Write;
 
-use super::markdown::printable;
-use super::{RunReport, TargetInfo};
+use super::{RunReport, TargetInfo, printable};
 
 /// The run report as JUnit XML.
 pub fn render(r: &RunReport) -> String {
@@ -98,11 +97,7 @@ fn case(o: &mut String, project: &str, t: &TargetInfo) {
             );
         }
         _ => {
-            let image = match (t.tags.first().or(t.image.as_ref()), &t.digest) {
-                (Some(i), Some(d)) if !i.contains('@') => format!("{i}@{d}"),
-                (Some(i), _) => i.clone(),
-                _ => String::new(),
-            };
+            let image = t.image_ref().unwrap_or_default();
             let why = if t.why.is_empty() {
                 reason
             } else {

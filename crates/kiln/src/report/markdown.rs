@@ -69,7 +69,8 @@ pub fn render(r: &RunReport) -> String {
             } else {
                 "–".into()
             },
-            image(t).map_or_else(|| "–".into(), |i| format!("`{}`", code(&i))),
+            t.image_ref()
+                .map_or_else(|| "–".into(), |i| format!("`{}`", code(&i))),
             why(t).map_or_else(|| "–".into(), |w| cell(&w)),
         );
     }
@@ -89,7 +90,7 @@ pub fn render(r: &RunReport) -> String {
             let _ = writeln!(o, "\nstep `{}`{at}", code(s));
         }
         if !t.log_tail.is_empty() {
-            let body = printable(&t.log_tail.join("\n"));
+            let body = super::printable(&t.log_tail.join("\n"));
             let fence = "`".repeat(longest_backticks(&body).max(2) + 1);
             let _ = writeln!(o, "\n{fence}text\n{body}\n{fence}");
         }
@@ -117,15 +118,6 @@ fn time(t: &TargetInfo) -> String {
         (_, Some(s)) if s > 0.0 => format!("saved {}", duration(s)),
         _ => "–".into(),
     }
-}
-
-/// The image as `name@digest` when its digest is known, else its name.
-fn image(t: &TargetInfo) -> Option<String> {
-    let name = t.tags.first().or(t.image.as_ref())?;
-    Some(match &t.digest {
-        Some(d) if !name.contains('@') => format!("{name}@{d}"),
-        _ => name.clone(),
-    })
 }
 
 /// Why the target was built, skipped or not built.
@@ -179,31 +171,4 @@ fn code(s: &str) -> String {
 /// The longest run of backticks in `s`.
 fn longest_backticks(s: &str) -> usize {
     s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
-}
-
-/// Log text as it reads on a terminal: ANSI escape sequences (colours,
-/// cursor moves) and other control characters removed, tabs and newlines
-/// kept.
-pub(super) fn printable(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{1b}' => {
-                // CSI: ESC [ parameters... final byte in @..~
-                if chars.peek() == Some(&'[') {
-                    chars.next();
-                    for d in chars.by_ref() {
-                        if ('@'..='~').contains(&d) {
-                            break;
-                        }
-                    }
-                }
-            }
-            '\n' | '\t' => out.push(c),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
 }

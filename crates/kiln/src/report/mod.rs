@@ -1,7 +1,8 @@
 //! The run report: what `kiln build` records about a run
 //! (`.kiln/runs/<run-id>.json`, format `kiln-run-report-v1`), and its
 //! renderings — one self-contained HTML page (`html.rs`, the page in
-//! `template.html`), text and JSON (`kiln report`; docs/report.md).
+//! `template.html`), text, JSON, a Markdown job summary (`markdown.rs`)
+//! and JUnit XML (`junit.rs`) (`kiln report`; docs/report.md).
 //!
 //! Everything here is built from what the run recorded: the run summary
 //! (per-target outcome, node, slot, start and end), the schedule kiln
@@ -569,6 +570,46 @@ impl RunReport {
     pub fn plan_guessed(&self) -> bool {
         self.run.planned_guessed > 0
     }
+}
+
+impl TargetInfo {
+    /// The target's image as people and CI tools name it: its first tag
+    /// (kiln's own reference when it has none), `@digest` when the digest
+    /// is known.
+    pub fn image_ref(&self) -> Option<String> {
+        let name = self.tags.first().or(self.image.as_ref())?;
+        Some(match &self.digest {
+            Some(d) if !name.contains('@') => format!("{name}@{d}"),
+            _ => name.clone(),
+        })
+    }
+}
+
+/// Log text as it reads on a terminal: ANSI escape sequences (colours,
+/// cursor moves) and other control characters removed, tabs and newlines
+/// kept.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                // CSI: ESC [ parameters... final byte in @..~
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    for d in chars.by_ref() {
+                        if ('@'..='~').contains(&d) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A serde unit variant's JSON spelling (`ok`, `error`, …).
