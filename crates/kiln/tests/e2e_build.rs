@@ -900,6 +900,21 @@ fn a_twin_run_is_reported_in_a_browser_and_in_the_history() {
     assert!(o.status.success(), "{}", failure(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("nixl-wheel built on"), "{text}");
+    // WALL is printed as precisely as it is short: a run under ten
+    // seconds with two decimals, never a bare `0.0s`.
+    let o = kiln(&dir, &host, &["history"], &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(third_id))
+        .unwrap_or_else(|| panic!("{text}"));
+    let wall = row.split_whitespace().nth(2).unwrap();
+    let number = wall.strip_suffix('s').unwrap_or_else(|| panic!("{row}"));
+    let secs: f64 = number.parse().unwrap_or_else(|_| panic!("{row}"));
+    if secs < 10.0 {
+        let decimals = number.split_once('.').map(|(_, d)| d.len());
+        assert_eq!(decimals, Some(2), "{row}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
