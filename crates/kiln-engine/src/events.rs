@@ -79,6 +79,24 @@ pub enum Event {
         reference: String,
         digest: String,
     },
+    /// A skipped target's tag was checked in its registry and names the
+    /// recorded digest: nothing was pushed.
+    Verified {
+        target: String,
+        reference: String,
+        digest: String,
+    },
+    /// A skipped target's tag had moved (`was`: the digest it named) or
+    /// vanished (`was` absent) and was pointed back at the recorded digest
+    /// through the registry API (a manifest put): nothing was built or
+    /// pushed but that manifest.
+    Restored {
+        target: String,
+        reference: String,
+        digest: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        was: Option<String>,
+    },
 }
 
 /// Receives events; implementations must be cheap and never block long.

@@ -269,46 +269,70 @@ fn case(shape_name: &str, via: Via) {
     };
     let os_digest = digest_of(&s, "os");
 
-    // On the builder without an image store, a tag moved in the registry
-    // is pointed back at the recorded image through kiln's own registry
-    // access (TLS, CA, login), not rebuilt. The tag is moved with the
-    // engine's docker push (dockerd's own registry configuration).
-    if via == Via::Remote {
-        let docker = |a: &[&str]| {
-            let o = std::process::Command::new("docker")
-                .args(a)
-                .env("DOCKER_HOST", &host)
-                .env("DOCKER_CONFIG", &cfg)
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "docker {a:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        };
-        let os_tag = format!("{target_reg}/{ns}/os:1");
-        docker(&["tag", &format!("{reg}/kiln/busybox:latest"), &os_tag]);
-        docker(&["push", &os_tag]);
-        let _ = std::process::Command::new("docker")
-            .args(["rmi", &os_tag])
+    // The rerun checked the pushed tags in the registry and says so: a
+    // skipped target is never said to be pushed.
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let os_tag = format!("{target_reg}/{ns}/os:1");
+    assert!(
+        err.contains(&format!("[os] verified {os_tag}@{os_digest}")),
+        "{shape_name}: {err}"
+    );
+    assert!(!err.contains("] pushed "), "{shape_name}: {err}");
+
+    // A tag moved in the registry is pointed back at the recorded image
+    // through kiln's own registry access (TLS, CA, login), not rebuilt and
+    // not pushed. The tag is moved with the engine's docker push
+    // (dockerd's own registry configuration).
+    let docker = |a: &[&str]| {
+        let o = std::process::Command::new("docker")
+            .args(a)
             .env("DOCKER_HOST", &host)
-            .output();
-        let o = build(&["os", "app"]);
-        assert!(o.status.success(), "{shape_name}: {}", failure(&o));
-        let s = summary(&o);
-        assert_eq!(
-            target(&s, "os")["status"],
-            "skipped",
-            "{shape_name}: {}",
-            target(&s, "os")
-        );
-        let pushed = target(&s, "os")["pushed"].to_string();
+            .env("DOCKER_CONFIG", &cfg)
+            .output()
+            .unwrap();
         assert!(
-            pushed.contains(&os_digest),
-            "{shape_name}: the tag points at the recorded image again: {pushed}"
+            o.status.success(),
+            "docker {a:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
         );
+    };
+    docker(&["tag", &format!("{reg}/kiln/busybox:latest"), &os_tag]);
+    docker(&["push", &os_tag]);
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", &os_tag])
+        .env("DOCKER_HOST", &host)
+        .output();
+    let o = build(&["os", "app"]);
+    assert!(o.status.success(), "{shape_name}: {}", failure(&o));
+    let s = summary(&o);
+    for n in ["os", "app"] {
+        let t = target(&s, n);
+        assert_eq!(t["status"], "skipped", "{shape_name}: {t}");
     }
+    let pushed = target(&s, "os")["pushed"].to_string();
+    assert!(
+        pushed.contains(&os_digest),
+        "{shape_name}: the tag points at the recorded image again: {pushed}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains(&format!("[os] restored {os_tag}@{os_digest} (was sha256:")),
+        "{shape_name}: {err}"
+    );
+    assert!(
+        err.contains(&format!("[app] verified {target_reg}/{ns}/app:1@")),
+        "{shape_name}: {err}"
+    );
+    assert!(!err.contains("] pushed "), "{shape_name}: {err}");
+    // The registry holds the recorded image under the tag again: the next
+    // run finds it there.
+    let o = build(&["os", "app"]);
+    assert!(o.status.success(), "{shape_name}: {}", failure(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains(&format!("[os] verified {os_tag}@{os_digest}")),
+        "{shape_name}: {err}"
+    );
 
     // Preflight: the image the run pushed is there; one nobody pushed is
     // named as missing. The engine's own copies of the tags go first, so

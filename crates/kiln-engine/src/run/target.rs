@@ -728,36 +728,53 @@ async fn adopt(
     }
     let pulled = from.pulled.then(|| from.reference.clone());
     let mut pushed = Vec::new();
+    let mut restored = Vec::new();
     if spec.push {
-        for t in &spec.tags {
-            // A tag the registry already has at the recorded digest needs
-            // no push: nothing moves, and on the containerd image store an
-            // image that BuildKit only read (a named context) may lack
-            // blobs that a push would need ("missing content").
-            let current = match (node.resolver.registry(), &rec.digest) {
-                (Some(r), Some(d)) => match r.resolve(t).await {
-                    Ok(crate::registry::Resolution::Found(have)) if &have == d => Some(have),
-                    _ => None,
-                },
-                _ => None,
-            };
-            let digest = match (current, engine_for(node, spec)) {
-                (Some(d), _) => d,
-                (None, Some(engine)) => engine.push(t, &spec.name, sh.reporter.as_ref()).await?.0,
-                // No engine: the tag is pointed at the recorded image in
-                // the registry itself.
-                (None, None) => {
-                    node.driver.retag(&from.reference, t).await?;
-                    retagged.push(t.clone());
-                    rec.digest.clone().unwrap_or_default()
+        // One concurrent round of `HEAD`s: what each tag names now.
+        let registry = node.resolver.registry();
+        let now = futures_util::future::join_all(spec.tags.iter().map(|t| async move {
+            match registry {
+                Some(r) => r.resolve(t).await.ok(),
+                None => None,
+            }
+        }))
+        .await;
+        for (t, now) in spec.tags.iter().zip(now) {
+            let published = publish_recorded(sh, node, spec, &rec, &from, t, now).await?;
+            match published {
+                Published::Verified(d) => {
+                    sh.reporter.event(&Event::Verified {
+                        target: spec.name.clone(),
+                        reference: t.clone(),
+                        digest: d.clone(),
+                    });
+                    pushed.push((t.clone(), d));
                 }
-            };
-            sh.reporter.event(&Event::Pushed {
-                target: spec.name.clone(),
-                reference: t.clone(),
-                digest: digest.clone(),
-            });
-            pushed.push((t.clone(), digest));
+                Published::Restored { digest, was } => {
+                    sh.reporter.event(&Event::Restored {
+                        target: spec.name.clone(),
+                        reference: t.clone(),
+                        digest: digest.clone(),
+                        was,
+                    });
+                    restored.push(t.clone());
+                    pushed.push((t.clone(), digest));
+                }
+                Published::Pushed {
+                    digest,
+                    retagged: r,
+                } => {
+                    sh.reporter.event(&Event::Pushed {
+                        target: spec.name.clone(),
+                        reference: t.clone(),
+                        digest: digest.clone(),
+                    });
+                    if r {
+                        retagged.push(t.clone());
+                    }
+                    pushed.push((t.clone(), digest));
+                }
+            }
         }
     }
     let mut reason = if rebuilt.is_empty() {
@@ -774,6 +791,9 @@ async fn adopt(
     if !retagged.is_empty() {
         reason.push_str(&format!(" (re-tagged {})", retagged.join(", ")));
     }
+    if !restored.is_empty() {
+        reason.push_str(&format!(" (restored {})", restored.join(", ")));
+    }
     let digest = rec.digest.clone();
     let _ = store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, false)).await;
     Ok(Outcome::Skipped {
@@ -783,6 +803,69 @@ async fn adopt(
         reason,
         pulled,
         cutoff_by: rebuilt.to_vec(),
+    })
+}
+
+/// How a skipped target's tag came to name its image in the registry.
+enum Published {
+    /// It already named the recorded digest.
+    Verified(String),
+    /// It had moved (`was`) or vanished and was pointed back at the
+    /// recorded digest with a manifest put.
+    Restored { digest: String, was: Option<String> },
+    /// It was pushed from the engine, or re-tagged by the builder
+    /// (`retagged`): a tag in a repository that never held the image.
+    Pushed { digest: String, retagged: bool },
+}
+
+/// Makes the pushed tag `t` of a skipped target name its recorded image,
+/// given what the registry said it names `now` (`None`: not asked, or no
+/// answer). A tag at the recorded digest is left alone; a tag that moved
+/// or vanished is pointed back through the registry API when its
+/// repository still holds the recorded manifest (nothing is built or
+/// pushed but that manifest); otherwise the image is pushed from the
+/// engine, or re-tagged by a builder that keeps no image store.
+async fn publish_recorded(
+    sh: &Shared,
+    node: &Node,
+    spec: &BuildSpec,
+    rec: &Record,
+    from: &Source,
+    t: &str,
+    now: Option<crate::registry::Resolution>,
+) -> Result<Published, EngineError> {
+    use crate::registry::Resolution;
+    if let (Some(Resolution::Found(have)), Some(d)) = (&now, &rec.digest)
+        && have == d
+    {
+        return Ok(Published::Verified(d.clone()));
+    }
+    if let (Some(r), Some(d), Some(now)) = (node.resolver.registry(), &rec.digest, &now)
+        && let Ok(true) = r.retag(&crate::naming::by_digest(t, d), t).await
+    {
+        let was = match now {
+            Resolution::Found(w) => Some(w.clone()),
+            Resolution::Absent => None,
+        };
+        return Ok(Published::Restored {
+            digest: d.clone(),
+            was,
+        });
+    }
+    Ok(match engine_for(node, spec) {
+        Some(engine) => Published::Pushed {
+            digest: engine.push(t, &spec.name, sh.reporter.as_ref()).await?.0,
+            retagged: false,
+        },
+        // No engine: the tag is pointed at the recorded image in the
+        // registry itself.
+        None => {
+            node.driver.retag(&from.reference, t).await?;
+            Published::Pushed {
+                digest: rec.digest.clone().unwrap_or_default(),
+                retagged: true,
+            }
+        }
     })
 }
 

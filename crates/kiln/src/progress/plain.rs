@@ -103,7 +103,29 @@ pub fn line(e: &Event, raw: bool) -> Option<String> {
             reference,
             digest,
         } => format!("[{target}] pushed {reference}@{digest}"),
+        Event::Verified {
+            target,
+            reference,
+            digest,
+        } => format!("[{target}] verified {reference}@{digest}"),
+        Event::Restored {
+            target,
+            reference,
+            digest,
+            was,
+        } => format!(
+            "[{target}] restored {reference}@{digest} ({})",
+            restored_from(was)
+        ),
     })
+}
+
+/// What a restored tag named before: `was sha256:…` or `was absent`.
+pub(crate) fn restored_from(was: &Option<String>) -> String {
+    match was {
+        Some(d) => format!("was {d}"),
+        None => "was absent".into(),
+    }
 }
 
 #[cfg(test)]
@@ -126,6 +148,42 @@ mod tests {
             step: step.into(),
             line: line.into(),
         }
+    }
+
+    #[test]
+    fn a_skipped_targets_tags_are_verified_or_restored_never_pushed() {
+        let verified = Event::Verified {
+            target: "os".into(),
+            reference: "r.test/os:1".into(),
+            digest: "sha256:aa".into(),
+        };
+        assert_eq!(
+            line(&verified, false).as_deref(),
+            Some("[os] verified r.test/os:1@sha256:aa")
+        );
+        let moved = Event::Restored {
+            target: "os".into(),
+            reference: "r.test/os:1".into(),
+            digest: "sha256:aa".into(),
+            was: Some("sha256:bb".into()),
+        };
+        assert_eq!(
+            line(&moved, false).as_deref(),
+            Some("[os] restored r.test/os:1@sha256:aa (was sha256:bb)")
+        );
+        let gone = Event::Restored {
+            target: "os".into(),
+            reference: "r.test/os:1".into(),
+            digest: "sha256:aa".into(),
+            was: None,
+        };
+        assert_eq!(
+            line(&gone, false).as_deref(),
+            Some("[os] restored r.test/os:1@sha256:aa (was absent)")
+        );
+        let json = serde_json::to_value(&moved).unwrap();
+        assert_eq!(json["event"], "restored");
+        assert_eq!(json["was"], "sha256:bb");
     }
 
     #[test]

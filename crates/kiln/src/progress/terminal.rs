@@ -177,6 +177,26 @@ impl Reporter for TtyReporter {
                     .bars
                     .println(format!("  {target} pushed {reference}@{digest}"));
             }
+            Event::Verified {
+                target,
+                reference,
+                digest,
+            } => {
+                let _ = inner
+                    .bars
+                    .println(format!("  {target} verified {reference}@{digest}"));
+            }
+            Event::Restored {
+                target,
+                reference,
+                digest,
+                was,
+            } => {
+                let _ = inner.bars.println(format!(
+                    "  {target} restored {reference}@{digest} ({})",
+                    super::plain::restored_from(was)
+                ));
+            }
             Event::Warning { target, message } => {
                 let line = if target.is_empty() {
                     format!("! {message}")
