@@ -419,6 +419,56 @@ const NIXL_CONSUMERS: [&str; 2] = ["lmcache", "vllm"];
 /// dependents and `kiln why` names it; an upstream rebuilt into the same
 /// image skips its dependents (early cutoff); a damaged record and a
 /// deleted image are rebuilt.
+/// A run where every key is recorded starts no process: not git for the
+/// stamps of the twin's checkout (the checkout's files answer while git's
+/// last answer holds), not docker; with `--push` each tag is checked in
+/// the registry (`verified`) and nothing is pushed.
+#[test]
+fn a_no_op_run_starts_no_process() {
+    let Some((host, _)) = engine() else { return };
+    let dir = twin_copy();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "user.name=k", "-c", "user.email=k@example.invalid"])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    git(&["init", "-q"]);
+    std::fs::write(dir.join(".gitignore"), ".kiln/\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "twin"]);
+    let env = [("PIP_TOKEN", "noop-token")];
+    let args = ["build", "--push", "--progress", "plain", "--format", "json"];
+    let o = kiln(&dir, &host, &args, &env);
+    assert!(o.status.success(), "{}", failure(&o));
+    let (o, started) = kiln_traced(&dir, &host, &args, &env);
+    assert!(o.status.success(), "{}", failure(&o));
+    let s = summary(&o);
+    let targets = s["targets"].as_array().unwrap();
+    assert!(targets.len() >= 14, "{s}");
+    for t in targets {
+        assert_eq!(t["status"], "skipped", "{t}");
+    }
+    assert_eq!(
+        started,
+        Vec::<String>::new(),
+        "processes started by a no-op"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[vllm] verified "), "{err}");
+    assert!(!err.contains("] pushed "), "{err}");
+    // The stamps are still the checkout's: an edit to a tracked file makes
+    // the tree dirty, which only git can say (it is asked again).
+    std::fs::write(dir.join("README.md"), "edited\n").unwrap();
+    let (o, started) = kiln_traced(&dir, &host, &["plan", "--format", "json"], &env);
+    assert!(o.status.success(), "{}", failure(&o));
+    assert!(started.iter().any(|p| p.ends_with("/git")), "{started:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_twin_skips_by_key_rebuilds_exactly_what_changed_and_explains_why() {
     let Some((host, reg)) = engine() else { return };

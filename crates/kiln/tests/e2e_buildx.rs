@@ -1220,3 +1220,77 @@ fn a_cold_rebuild_of_the_unchanged_twin_is_byte_identical_on_a_registry_only_bui
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// On a builder that keeps no image store, a run where every key is
+/// recorded starts no process: the builder is found in buildx's instance
+/// store and its platforms recalled from kiln's cache of what `docker
+/// buildx inspect` said (asked once, by the run that built), and each
+/// pushed tag is checked in the registry (`verified`).
+#[test]
+fn a_no_op_run_on_a_remote_builder_starts_no_process() {
+    let Some((host, reg)) = engine() else { return };
+    let Some((config, _)) = buildx_env() else {
+        return;
+    };
+    let Some(remote) = remote_builder() else {
+        return;
+    };
+    let salt = unique("noop-");
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            &format!(
+                "group \"default\" {{\n  targets = [\"os\", \"app\"]\n}}\ntarget \"os\" {{\n  network = \"host\"\n  dockerfile = \"Dockerfile.os\"\n  tags = [\"{reg}/e2e-{salt}/os:1\"]\n}}\ntarget \"app\" {{\n  network = \"host\"\n  contexts = {{ os = \"target:os\" }}\n  tags = [\"{reg}/e2e-{salt}/app:1\", \"{reg}/e2e-{salt}/app:latest\"]\n}}\n"
+            ),
+        ),
+        (
+            "Dockerfile.os",
+            &format!("FROM {reg}/kiln/busybox:latest\nRUN echo {salt} > /salt\n"),
+        ),
+        ("Dockerfile", "FROM os\nRUN cat /salt > /app\n"),
+    ]);
+    let cache = dir.join("xdg-cache");
+    let cache_s = cache.display().to_string();
+    let env = [
+        ("DOCKER_CONFIG", config.as_str()),
+        ("XDG_CACHE_HOME", &cache_s),
+    ];
+    let args = [
+        "build",
+        "--driver",
+        "buildx",
+        "--builder",
+        &remote,
+        "--push",
+        "--progress",
+        "plain",
+        "--format",
+        "json",
+    ];
+    let o = kiln(&dir, &host, &args, &env);
+    ok(&o);
+    assert!(
+        cache.join("kiln/builders.json").exists(),
+        "what buildx said of the builder is kept"
+    );
+    let (o, started) = kiln_traced(&dir, &host, &args, &env);
+    ok(&o);
+    let s = summary(&o);
+    for n in ["os", "app"] {
+        assert_eq!(target(&s, n)["status"], "skipped", "{s}");
+    }
+    assert_eq!(
+        started,
+        Vec::<String>::new(),
+        "processes started by a no-op"
+    );
+    let err = stderr_of(&o);
+    assert!(
+        err.contains(&format!(
+            "[app] verified {reg}/e2e-{salt}/app:latest@sha256:"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("] pushed "), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

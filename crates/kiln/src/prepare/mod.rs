@@ -18,7 +18,9 @@
 //!   (`needs`, `check`, `verdict`, `FleetNodes`);
 //! - [`build`]: all of `kiln build`'s preparation (`prepare`, `Prepared`);
 //! - [`names`]: the run's id and each build's name in BuildKit's history;
-//! - [`compiler_cache`]: the compiler cache probed and handed to builds.
+//! - [`compiler_cache`]: the compiler cache probed and handed to builds;
+//! - [`stamps`] and [`checkout`]: `VCS_REF`/`BUILD_DATE` kept out of keys,
+//!   and read from the checkout's files when git's last answer holds.
 //!
 //! Costs learned from the build history are in [`crate::costs`].
 //!
@@ -30,6 +32,7 @@
 
 pub mod bake;
 pub mod build;
+pub mod checkout;
 pub mod compiler_cache;
 pub mod engine;
 pub mod fleet;

@@ -48,7 +48,8 @@ pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
     if declared.is_empty() || s.files.iter().any(|f| f == "-") {
         return Ok(None);
     }
-    let git = from_git(&s.project_dir());
+    let project = s.project_dir();
+    let git = from_git(&project, Some(&project.join(REMEMBERED)));
     let mut real_opts = s.opts.clone();
     let mut values = BTreeMap::new();
     for v in &declared {
@@ -82,9 +83,33 @@ pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
     }))
 }
 
+/// Where what git said of the checkout is kept ([`super::checkout`]).
+pub const REMEMBERED: &str = ".kiln/git-stamps.json";
+
 /// `VCS_REF` and `BUILD_DATE` of the checkout `dir` is in; empty when it
-/// is not in a git work tree (or git is missing).
-pub fn from_git(dir: &Path) -> BTreeMap<&'static str, String> {
+/// is not in a git work tree (or git is missing). With `remember`, the
+/// answer is read from the checkout's files when git's last answer (kept
+/// there) still holds, and git is not started ([`super::checkout`]).
+pub fn from_git(dir: &Path, remember: Option<&Path>) -> BTreeMap<&'static str, String> {
+    use super::checkout::{self, Found};
+    let dirs = match checkout::find(dir) {
+        Found::None => return BTreeMap::new(),
+        Found::Checkout(d) => Some(d),
+        Found::AskGit => None,
+    };
+    let stamps = |rev: String, dirty: bool, date: Option<String>| {
+        let mut out = BTreeMap::new();
+        out.insert("VCS_REF", if dirty { format!("{rev}-dirty") } else { rev });
+        if let Some(date) = date {
+            out.insert("BUILD_DATE", date);
+        }
+        out
+    };
+    if let (Some(d), Some(file)) = (&dirs, remember)
+        && let Some((commit, dirty, date)) = recalled(d, file)
+    {
+        return stamps(commit, dirty, date);
+    }
     let git = |args: &[&str]| -> Option<String> {
         let o = kiln_engine::proc::output(
             std::process::Command::new("git")
@@ -99,19 +124,42 @@ pub fn from_git(dir: &Path) -> BTreeMap<&'static str, String> {
             .success()
             .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    let mut out = BTreeMap::new();
     let Some(rev) = git(&["rev-parse", "HEAD"]).filter(|r| !r.is_empty()) else {
-        return out;
+        return BTreeMap::new();
     };
     // Changes to tracked files make the tree dirty; untracked files (kiln's
     // own .kiln/, build outputs) do not.
     let dirty =
         git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
-    out.insert("VCS_REF", if dirty { format!("{rev}-dirty") } else { rev });
-    if let Some(date) = git(&["show", "-s", "--format=%cI", "HEAD"]).filter(|d| !d.is_empty()) {
-        out.insert("BUILD_DATE", date);
+    let date = git(&["show", "-s", "--format=%cI", "HEAD"]).filter(|d| !d.is_empty());
+    // Kept with the index git left behind (status refreshes it), when the
+    // files say the same commit git did.
+    if let (Some(d), Some(file)) = (&dirs, remember)
+        && checkout::head(d).as_deref() == Some(rev.as_str())
+        && let Some((index, _)) = checkout::index_state(d)
+    {
+        checkout::keep(
+            file,
+            &checkout::Remembered {
+                commit: rev.clone(),
+                date: date.clone(),
+                index,
+                dirty,
+            },
+        );
     }
-    out
+    stamps(rev, dirty, date)
+}
+
+/// git's last answer for the checkout `d` (kept in `file`), when it still
+/// holds: the same commit, the same index, every tracked file as the
+/// index recorded it. The commit, whether it was dirty, its date.
+fn recalled(d: &super::checkout::GitDirs, file: &Path) -> Option<(String, bool, Option<String>)> {
+    use super::checkout;
+    let commit = checkout::head(d)?;
+    let r = checkout::recall(file)?;
+    let (index, unchanged) = checkout::index_state(d)?;
+    (r.commit == commit && unchanged && index == r.index).then_some((commit, r.dirty, r.date))
 }
 
 /// The args and labels a target is keyed by, when stamps reach them: its
@@ -224,21 +272,90 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("kiln-stamps-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        assert!(from_git(&dir).is_empty(), "not a checkout");
+        assert!(from_git(&dir, None).is_empty(), "not a checkout");
         git(&dir, &["init", "-q"]);
         std::fs::write(dir.join("f"), "1").unwrap();
         git(&dir, &["add", "f"]);
         git(&dir, &["commit", "-q", "-m", "one"]);
-        let s = from_git(&dir);
+        let s = from_git(&dir, None);
         assert_eq!(s["VCS_REF"].len(), 40, "{s:?}");
         // git's strict ISO 8601 (`Z` or `+00:00`, by version).
         assert!(s["BUILD_DATE"].starts_with("2026-01-02T03:04:05"), "{s:?}");
         // Untracked files leave it clean; a change to a tracked one does not.
         std::fs::create_dir_all(dir.join(".kiln")).unwrap();
         std::fs::write(dir.join(".kiln/x"), "y").unwrap();
-        assert!(!from_git(&dir)["VCS_REF"].ends_with("-dirty"));
+        assert!(!from_git(&dir, None)["VCS_REF"].ends_with("-dirty"));
         std::fs::write(dir.join("f"), "2").unwrap();
-        assert_eq!(from_git(&dir)["VCS_REF"], format!("{}-dirty", s["VCS_REF"]));
+        assert_eq!(
+            from_git(&dir, None)["VCS_REF"],
+            format!("{}-dirty", s["VCS_REF"])
+        );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// With what git said kept, the checkout's files answer as git would
+    /// (no git process when git's last answer holds), in a plain checkout
+    /// and in a linked worktree, across commits, edits, staged changes and
+    /// a packed branch.
+    #[test]
+    fn remembered_stamps_agree_with_git() {
+        let root = std::env::temp_dir().join(format!("kiln-stamps-mem-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("repo");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        git(&dir, &["init", "-q"]);
+        std::fs::write(dir.join("f"), "1").unwrap();
+        std::fs::write(dir.join("sub/g"), "g").unwrap();
+        git(&dir, &["add", "."]);
+        git(&dir, &["commit", "-q", "-m", "one"]);
+        let mem = root.join("mem.json");
+        let check = |d: &Path, what: &str, from_files: bool| {
+            // Past git's racy window: entries older than the index.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let truth = from_git(d, None);
+            let first = from_git(d, Some(&mem));
+            assert_eq!(first, truth, "{what}: asked and kept");
+            let kept = super::super::checkout::recall(&mem).unwrap();
+            assert_eq!(
+                truth["VCS_REF"],
+                if kept.dirty {
+                    format!("{}-dirty", kept.commit)
+                } else {
+                    kept.commit.clone()
+                },
+                "{what}"
+            );
+            let again = from_git(d, Some(&mem));
+            assert_eq!(again, truth, "{what}: again");
+            let super::super::checkout::Found::Checkout(dirs) = super::super::checkout::find(d)
+            else {
+                panic!("{what}: not found as a checkout")
+            };
+            assert_eq!(
+                recalled(&dirs, &mem).is_some(),
+                from_files,
+                "{what}: answered from the files without git"
+            );
+        };
+        check(&dir, "clean", true);
+        std::fs::write(dir.join("sub/g"), "changed").unwrap();
+        check(&dir, "edited", false);
+        git(&dir, &["add", "sub/g"]);
+        check(&dir, "staged", true);
+        git(&dir, &["commit", "-q", "-m", "two"]);
+        check(&dir, "new commit", true);
+        git(&dir, &["pack-refs", "--all"]);
+        check(&dir, "packed refs", true);
+        // A kept answer for one commit never answers for another.
+        std::fs::write(dir.join("f"), "3").unwrap();
+        git(&dir, &["commit", "-q", "-am", "three"]);
+        assert_eq!(from_git(&dir, Some(&mem)), from_git(&dir, None));
+        // A linked worktree: HEAD in .git/worktrees/NAME, refs shared.
+        let wt = root.join("wt");
+        git(&dir, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+        check(&wt, "worktree", true);
+        std::fs::write(wt.join("f"), "wt edit").unwrap();
+        check(&wt, "worktree edited", false);
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

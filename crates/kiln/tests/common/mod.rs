@@ -207,6 +207,42 @@ pub mod e2e {
         c.output().expect("run kiln")
     }
 
+    /// `kiln ARGS` in `dir` under `strace -f -e trace=execve`: its output
+    /// and every program a process of it started (kiln itself excluded).
+    pub fn kiln_traced(
+        dir: &Path,
+        host: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Output, Vec<String>) {
+        let log = std::env::temp_dir().join(unique("kiln-execve-"));
+        let mut c = Command::new("strace");
+        c.args(["-f", "-qq", "-e", "trace=execve", "-o"])
+            .arg(&log)
+            .arg(env!("CARGO_BIN_EXE_kiln"))
+            .args(args)
+            .current_dir(dir)
+            .env("DOCKER_HOST", host);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c
+            .output()
+            .expect("run kiln under strace (apt-get install strace)");
+        let trace = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        let kiln = env!("CARGO_BIN_EXE_kiln");
+        let started = trace
+            .lines()
+            // A search of $PATH tries names that fail (`= -1 ENOENT`).
+            .filter(|l| l.contains("execve(\"") && !l.contains("= -1 "))
+            .filter_map(|l| l.split('"').nth(1))
+            .filter(|prog| *prog != kiln)
+            .map(String::from)
+            .collect();
+        (o, started)
+    }
+
     /// `kiln build --progress plain --format json ARGS...` in `dir`.
     pub fn build_json(dir: &Path, host: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut all = vec!["build", "--progress", "plain", "--format", "json"];

@@ -204,10 +204,19 @@ async fn docker_output_within(
 }
 
 /// What finding a builder learned (its driver and the engine behind it,
-/// if its images land in one), kept for the process: preflight and the
+/// if its images land in one, and whether it was recalled rather than
+/// asked: [`super::remembered`]), kept for the process: preflight and the
 /// run connect to the same builder, and the docker CLI calls are the slow
 /// part of a no-op run.
-type Found = (Inspected, Option<String>);
+pub(super) type Found = (Inspected, Option<String>, Recalled);
+
+/// Whether a builder's facts were recalled without asking buildx (to be
+/// confirmed before its first build) or asked now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Recalled {
+    Yes,
+    No,
+}
 
 fn discovered() -> &'static std::sync::Mutex<std::collections::HashMap<BuilderSpec, Found>> {
     static MEMO: std::sync::OnceLock<
@@ -231,7 +240,8 @@ pub(super) fn buildx_missing(docker: &std::path::Path, detail: &str) -> EngineEr
 
 /// Finds the builder: a docker context is a docker-driver builder (buildx
 /// lists every context as one), answered by `docker context inspect`
-/// alone; any other name is asked of `docker buildx inspect`.
+/// alone; any other name is asked of `docker buildx inspect`, unless its
+/// platforms are known without it ([`super::remembered`]).
 pub(super) async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
     if let Some(f) = discovered().lock().ok().and_then(|m| m.get(b).cloned()) {
         return Ok(f);
@@ -265,8 +275,28 @@ pub(super) async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
                     ..Inspected::default()
                 },
                 Some(host),
+                Recalled::No,
             ),
         ));
+    }
+    // A builder of another driver, defined in buildx's instance store,
+    // whose platforms were given at its creation or inspected while it was
+    // defined as it is now: no process either.
+    let defined = super::remembered::defined(&b.name).filter(|d| !d.inspected.keeps_images());
+    if let Some(d) = &defined {
+        let known = if d.inspected.platforms.is_empty() {
+            super::remembered::recall(&b.name, &d.sha)
+        } else {
+            Some((d.inspected.platforms.clone(), None))
+        };
+        if let Some((platforms, buildkit)) = known {
+            let inspected = Inspected {
+                platforms,
+                buildkit,
+                ..d.inspected.clone()
+            };
+            return Ok(remember(b, (inspected, None, Recalled::Yes)));
+        }
     }
     let first = host_of(b.name.clone()).await;
     if let Err(e) = &first
@@ -284,6 +314,7 @@ pub(super) async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
                 ..Inspected::default()
             },
             Some(host),
+            Recalled::No,
         ),
         _ => {
             let text = docker_output(&b.docker, &["buildx", "inspect", &b.name], false)
@@ -305,9 +336,12 @@ pub(super) async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
                 ))
             })?;
             if !inspected.keeps_images() {
+                if let Some(d) = &defined {
+                    super::remembered::keep(&b.name, &d.sha, &inspected);
+                }
                 // Its endpoint is a BuildKit address (or the engine a
                 // builder container runs on), never where its images are.
-                return Ok(remember(b, (inspected, None)));
+                return Ok(remember(b, (inspected, None, Recalled::No)));
             }
             let context = inspected.endpoint.clone().unwrap_or_else(|| b.name.clone());
             let host = host_of(context.clone()).await.map_err(|e| {
@@ -322,6 +356,7 @@ pub(super) async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
                     ..inspected
                 },
                 Some(host),
+                Recalled::No,
             )
         }
     };
@@ -332,9 +367,7 @@ pub(super) async fn discover(b: &BuilderSpec) -> Result<Found, EngineError> {
 /// store (`$DOCKER_CONFIG`, else `~/.docker`), when it is there and plain:
 /// a context with TLS material is left to the CLI.
 fn context_host_from_store(name: &str) -> Option<String> {
-    let config = std::env::var_os("DOCKER_CONFIG")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".docker")))?;
+    let config = super::remembered::docker_config()?;
     let id = crate::identity::sha256_hex(name.as_bytes());
     let contexts = config.join("contexts");
     if contexts.join("tls").join(&id).exists() {

@@ -21,6 +21,7 @@
 
 mod argv;
 mod discover;
+mod remembered;
 
 pub use argv::{BuildxOptions, command, render, rewrite_applies};
 pub use discover::{BuilderFacts, BuilderSpec, Inspected, Version};
@@ -29,7 +30,7 @@ use crate::driver::{BuildOutcome, BuildRequest, Failed};
 use crate::error::EngineError;
 use crate::spec::BuildSpec;
 use argv::no_cache_policy;
-use discover::{buildx_missing, discover, docker_output};
+use discover::{Recalled, buildx_missing, discover, docker_output};
 
 /// The buildx driver: one builder.
 pub struct BuildxDriver {
@@ -38,6 +39,10 @@ pub struct BuildxDriver {
     /// builds nothing starts no buildx process at all.
     version: tokio::sync::OnceCell<Version>,
     inspected: Inspected,
+    /// Whether `inspected` was recalled without asking buildx: it is
+    /// confirmed before the first build (`confirm`).
+    recalled: Recalled,
+    confirmed: tokio::sync::OnceCell<()>,
     /// The engine whose image store holds what the builder builds (a
     /// docker-driver builder); `None` for a builder that keeps no image
     /// store, whose every build is pushed and read back from the registry.
@@ -51,7 +56,7 @@ impl BuildxDriver {
     /// docker context). An unknown builder is bad input, a missing buildx
     /// an environment failure; both say what to do.
     pub async fn connect(b: &BuilderSpec) -> Result<BuildxDriver, EngineError> {
-        let (inspected, host) = discover(b).await?;
+        let (inspected, host, recalled) = discover(b).await?;
         let engine = match host {
             Some(host) => Some(
                 crate::driver::local::LocalEngine::connect(crate::spec::Endpoint {
@@ -70,6 +75,8 @@ impl BuildxDriver {
             builder: b.clone(),
             version: tokio::sync::OnceCell::new(),
             inspected,
+            recalled,
+            confirmed: tokio::sync::OnceCell::new(),
             engine,
             registry,
         })
@@ -99,6 +106,50 @@ impl BuildxDriver {
                 .is_some_and(|s| s == "running"),
             Err(_) => false,
         }
+    }
+
+    /// Before the first build on a builder whose platforms were recalled
+    /// ([`remembered`]), asks `docker buildx inspect` once: a builder that
+    /// now builds another platform by default is an error (the run's keys
+    /// were computed for the recalled one), and the cache is corrected
+    /// for the next run.
+    async fn confirm(&self) -> Result<(), EngineError> {
+        if self.recalled == Recalled::No {
+            return Ok(());
+        }
+        self.confirmed
+            .get_or_try_init(|| async {
+                let text = docker_output(
+                    &self.builder.docker,
+                    &["buildx", "inspect", &self.builder.name],
+                    false,
+                )
+                .await
+                .map_err(|e| {
+                    EngineError::Tool(format!(
+                        "buildx builder {} does not answer `docker buildx inspect`: {e}",
+                        self.builder.name
+                    ))
+                })?;
+                let Some(now) = Inspected::parse(&text) else {
+                    return Ok(());
+                };
+                if let Some(d) = remembered::defined(&self.builder.name) {
+                    remembered::keep(&self.builder.name, &d.sha, &now);
+                }
+                let was = self.native_platform();
+                match now.platforms.first() {
+                    Some(native) if *native != was => {
+                        Err(EngineError::Tool(format!(
+                            "buildx builder {} builds {native} by default now, but kiln remembered {was} for it and keyed this run's targets for {was}; run again (kiln has corrected what it remembers)",
+                            self.builder.name
+                        )))
+                    }
+                    _ => Ok(()),
+                }
+            })
+            .await
+            .map(|_| ())
     }
 
     /// The platform the builder builds by default (its first).
@@ -224,6 +275,23 @@ impl BuildxDriver {
     /// What kiln learned of the builder (for `kiln fleet`).
     pub async fn facts(&self) -> Result<BuilderFacts, EngineError> {
         let v = self.version().await?;
+        // What was recalled has no status: `kiln fleet` asks.
+        let asked;
+        let inspected = match self.recalled {
+            Recalled::No => &self.inspected,
+            Recalled::Yes => {
+                asked = docker_output(
+                    &self.builder.docker,
+                    &["buildx", "inspect", &self.builder.name],
+                    false,
+                )
+                .await
+                .ok()
+                .and_then(|t| Inspected::parse(&t))
+                .unwrap_or_else(|| self.inspected.clone());
+                &asked
+            }
+        };
         let (engine, engine_version, image_store, platforms) = match &self.engine {
             Some(e) => (
                 e.endpoint.host.clone(),
@@ -236,18 +304,18 @@ impl BuildxDriver {
             ),
             None => (
                 "none".into(),
-                self.inspected
+                inspected
                     .buildkit
                     .clone()
                     .map(|b| format!("BuildKit {b}"))
                     .unwrap_or_else(|| "BuildKit (version not reported)".into()),
                 "none",
-                self.inspected.platforms.clone(),
+                inspected.platforms.clone(),
             ),
         };
         Ok(BuilderFacts {
             builder: self.builder.name.clone(),
-            driver: self.inspected.driver.clone(),
+            driver: inspected.driver.clone(),
             buildx: format!("{}.{}.{}", v.0, v.1, v.2),
             progress: v.progress(),
             engine,
@@ -259,12 +327,13 @@ impl BuildxDriver {
                 "registry"
             },
             platforms,
-            status: self.inspected.status.clone(),
+            status: inspected.status.clone(),
         })
     }
 
     async fn build_target(&self, req: BuildRequest<'_>) -> BuildOutcome {
         let spec = req.spec;
+        self.confirm().await?;
         let version = self.version().await?;
         let dir = crate::proc::TempDir::new(&spec.name)?;
         let tmp = dir.path();
