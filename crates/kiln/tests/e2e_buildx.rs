@@ -1292,5 +1292,32 @@ fn a_no_op_run_on_a_remote_builder_starts_no_process() {
         "{err}"
     );
     assert!(!err.contains("] pushed "), "{err}");
+
+    // What was recalled is confirmed before the first build: a builder
+    // remembered as another platform than it builds stops the run (its
+    // keys were computed for the remembered one), and the cache is
+    // corrected, so the next run builds.
+    let file = cache.join("kiln/builders.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for (_, e) in v.as_object_mut().unwrap().iter_mut() {
+        e["platforms"] = serde_json::json!(["linux/s390x"]);
+    }
+    std::fs::write(&file, v.to_string()).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        "FROM os\nRUN cat /salt > /app && echo changed >> /app\n",
+    )
+    .unwrap();
+    let o = kiln(&dir, &host, &args, &env);
+    let err = stderr_of(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("but kiln remembered linux/s390x for it") && err.contains("run again"),
+        "{err}"
+    );
+    let o = kiln(&dir, &host, &args, &env);
+    ok(&o);
+    assert_eq!(target(&summary(&o), "app")["status"], "built");
     let _ = std::fs::remove_dir_all(&dir);
 }
