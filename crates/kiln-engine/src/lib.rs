@@ -29,6 +29,7 @@ pub mod rewrite;
 pub mod run;
 pub mod spec;
 pub mod steps;
+pub mod user_cache;
 
 pub use error::EngineError;
 pub use events::{Event, Reporter};

@@ -440,11 +440,22 @@ fn a_no_op_run_starts_no_process() {
     std::fs::write(dir.join(".gitignore"), ".kiln/\n").unwrap();
     git(&["add", "-A"]);
     git(&["commit", "-q", "-m", "twin"]);
-    let env = [("PIP_TOKEN", "noop-token")];
+    // The engine is reached through a proxy that keeps every request, and
+    // kiln's cache of image identities is the test's own.
+    let proxy = common::engine_proxy::EngineProxy::start(&host, &dir.join("engine.sock"));
+    let cache = dir.join("xdg-cache");
+    let cache_s = cache.display().to_string();
+    let env = [("PIP_TOKEN", "noop-token"), ("XDG_CACHE_HOME", &cache_s)];
     let args = ["build", "--push", "--progress", "plain", "--format", "json"];
-    let o = kiln(&dir, &host, &args, &env);
+    let o = kiln(&dir, &proxy.host, &args, &env);
     assert!(o.status.success(), "{}", failure(&o));
-    let (o, started) = kiln_traced(&dir, &host, &args, &env);
+    // The first no-op learns each recorded image's identity by its engine
+    // id (one inspect each); from then on, one listing answers for all.
+    let o = kiln(&dir, &proxy.host, &args, &env);
+    assert!(o.status.success(), "{}", failure(&o));
+    assert!(cache.join("kiln/identities.json").exists());
+    proxy.clear();
+    let (o, started) = kiln_traced(&dir, &proxy.host, &args, &env);
     assert!(o.status.success(), "{}", failure(&o));
     let s = summary(&o);
     let targets = s["targets"].as_array().unwrap();
@@ -460,10 +471,26 @@ fn a_no_op_run_starts_no_process() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("[vllm] verified "), "{err}");
     assert!(!err.contains("] pushed "), "{err}");
+    // One listing answers for every target's image and tags; the base
+    // image the keys read (kiln/busybox) is asked by itself, once.
+    let requests = proxy.requests();
+    let listings = requests
+        .iter()
+        .filter(|r| r.contains("/images/json?"))
+        .count();
+    assert_eq!(listings, 1, "{requests:#?}");
+    let ns = dir.file_name().unwrap().to_string_lossy().to_string();
+    let per_target: Vec<&String> = requests
+        .iter()
+        .filter(|r| !r.contains("/images/json?"))
+        .filter(|r| r.contains("kiln.local") || r.contains(&ns))
+        .collect();
+    assert_eq!(per_target, Vec::<&String>::new(), "{requests:#?}");
+    assert!(requests.len() <= 4, "{requests:#?}");
     // The stamps are still the checkout's: an edit to a tracked file makes
     // the tree dirty, which only git can say (it is asked again).
     std::fs::write(dir.join("README.md"), "edited\n").unwrap();
-    let (o, started) = kiln_traced(&dir, &host, &["plan", "--format", "json"], &env);
+    let (o, started) = kiln_traced(&dir, &proxy.host, &["plan", "--format", "json"], &env);
     assert!(o.status.success(), "{}", failure(&o));
     assert!(started.iter().any(|p| p.ends_with("/git")), "{started:?}");
     let _ = std::fs::remove_dir_all(&dir);

@@ -118,6 +118,12 @@ pub fn request_bound() -> std::time::Duration {
     std::time::Duration::from_secs(secs)
 }
 
+/// Images' identities by engine id, in kiln's cache ([`LocalEngine::prefetch`]).
+const IDENTITIES: &str = "identities.json";
+
+/// The most identities kept there (the oldest go first); ~150 bytes each.
+const MAX_IDENTITIES: usize = 4096;
+
 fn connected() -> &'static std::sync::Mutex<HashMap<String, LocalEngine>> {
     static ENGINES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, LocalEngine>>> =
         std::sync::OnceLock::new();
@@ -283,10 +289,75 @@ impl LocalEngine {
         found
     }
 
-    /// Looks `references` up at once (each as [`LocalEngine::image_id`]),
-    /// so later lookups of them answer without a request.
+    /// Looks `references` up at once, so later lookups of them answer
+    /// without a request: one image listing of the engine filtered by all
+    /// of them (`GET /images/json?filters={"reference":[...]}`) names the
+    /// engine id behind each; the identity of an engine id is a function
+    /// of it (the classic store's id is the config's digest, the containerd
+    /// store's the manifest's or index's, read for this engine's platform),
+    /// so it is inspected once and then recalled from kiln's cache
+    /// ([`crate::user_cache`], `identities.json`). A reference the listing
+    /// does not name (absent, or written in another form than the engine's)
+    /// is inspected by itself.
     pub async fn prefetch(&self, references: &[&str]) {
-        futures_util::future::join_all(references.iter().map(|r| self.image_id(r))).await;
+        let wanted: Vec<String> = match self.seen.lock() {
+            Ok(m) => references
+                .iter()
+                .filter(|r| !m.contains_key(**r))
+                .map(|r| r.to_string())
+                .collect(),
+            Err(_) => return,
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        if let Some(images) = self.list(&wanted).await {
+            let mut known = crate::user_cache::read(IDENTITIES);
+            let mut learned = false;
+            for img in images {
+                let key = format!("{}|{:?}|{}", self.platform, self.image_store, img.id);
+                let identity = match known.get(&key).and_then(|v| v.as_str()) {
+                    Some(i) => i.to_string(),
+                    None => {
+                        let Some(i) = self.image_id(&img.id).await else {
+                            continue;
+                        };
+                        known.insert(key, serde_json::Value::String(i.clone()));
+                        learned = true;
+                        i
+                    }
+                };
+                if let Ok(mut m) = self.seen.lock() {
+                    for t in img.repo_tags {
+                        m.entry(t).or_insert_with(|| Some(identity.clone()));
+                    }
+                }
+            }
+            if learned {
+                let excess = known.len().saturating_sub(MAX_IDENTITIES);
+                crate::user_cache::write(IDENTITIES, known.into_iter().skip(excess).collect());
+            }
+        }
+        let rest: Vec<String> = match self.seen.lock() {
+            Ok(m) => wanted.into_iter().filter(|r| !m.contains_key(r)).collect(),
+            Err(_) => return,
+        };
+        futures_util::future::join_all(rest.iter().map(|r| self.image_id(r))).await;
+    }
+
+    /// The images that `references` name, in one request; `None` when the
+    /// engine does not answer it in time.
+    async fn list(&self, references: &[String]) -> Option<Vec<bollard::models::ImageSummary>> {
+        let filters: HashMap<String, Vec<String>> =
+            HashMap::from([("reference".to_string(), references.to_vec())]);
+        let opts = bollard::query_parameters::ListImagesOptions {
+            filters: Some(filters),
+            ..Default::default()
+        };
+        tokio::time::timeout(request_bound(), self.docker.list_images(Some(opts)))
+            .await
+            .ok()?
+            .ok()
     }
 
     /// Forgets what was learned of `reference`: this process changes it

@@ -927,7 +927,9 @@ pub(super) async fn warm(
         };
         match store_call(&opts.store, move |s| s.get(&key)).await {
             Ok(Lookup::Hit(entry)) => {
+                // The skip checks the unique reference and every tag.
                 refs.push(local_ref(&spec.name, &entry.record.image_id));
+                refs.extend(spec.tags.iter().cloned());
                 outputs.insert(spec.name.clone(), entry.record.image_id);
             }
             Ok(_) => {}

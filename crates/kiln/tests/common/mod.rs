@@ -121,6 +121,7 @@ pub fn seed_edges() -> BTreeSet<(String, String)> {
 /// End-to-end helpers: the dev environment's engine, temporary workspaces,
 /// running the binary against the engine, reading its summary.
 pub mod browser;
+pub mod engine_proxy;
 
 pub mod e2e {
     use std::collections::BTreeMap;

@@ -89,13 +89,8 @@ fn platform_text(p: &serde_json::Value) -> Option<String> {
     })
 }
 
-fn cache_file() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("kiln").join("builders.json"))
-}
+/// The cache file (in [`crate::user_cache`]).
+const CACHE: &str = "builders.json";
 
 /// The key of a builder in the cache: the docker configuration it is
 /// defined in, and its name.
@@ -113,19 +108,11 @@ fn now_s() -> u64 {
         .unwrap_or(0)
 }
 
-fn read_cache() -> serde_json::Map<String, serde_json::Value> {
-    cache_file()
-        .and_then(|f| std::fs::read(f).ok())
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v.as_object().cloned())
-        .unwrap_or_default()
-}
-
 /// What `docker buildx inspect` said of the builder `name` when it was
 /// defined as it is now (`sha`), within the last day: its platforms,
 /// native first, and its BuildKit version. `None` otherwise.
 pub(super) fn recall(name: &str, sha: &str) -> Option<(Vec<String>, Option<String>)> {
-    recall_in(&read_cache(), name, sha, now_s())
+    recall_in(&crate::user_cache::read(CACHE), name, sha, now_s())
 }
 
 fn recall_in(
@@ -156,10 +143,9 @@ fn recall_in(
 }
 
 /// Remembers what `docker buildx inspect` said of the builder `name`,
-/// defined as `sha`. Best effort: written to a temporary file and renamed.
+/// defined as `sha` (best effort).
 pub(super) fn keep(name: &str, sha: &str, inspected: &Inspected) {
-    let Some(file) = cache_file() else { return };
-    let mut cache = read_cache();
+    let mut cache = crate::user_cache::read(CACHE);
     cache.insert(
         cache_key(name),
         serde_json::json!({
@@ -169,17 +155,7 @@ pub(super) fn keep(name: &str, sha: &str, inspected: &Inspected) {
             "asked_at": now_s(),
         }),
     );
-    let Some(dir) = file.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    let tmp = dir.join(format!("builders.json.{}", std::process::id()));
-    let Ok(text) = serde_json::to_vec_pretty(&serde_json::Value::Object(cache)) else {
-        return;
-    };
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, &file).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    crate::user_cache::write(CACHE, cache);
 }
 
 #[cfg(test)]
