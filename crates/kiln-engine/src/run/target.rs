@@ -794,8 +794,19 @@ async fn adopt(
     if !restored.is_empty() {
         reason.push_str(&format!(" (restored {})", restored.join(", ")));
     }
+    // A record made without a push learns the digest its image was first
+    // pushed as, so that the next run verifies the tags against it instead
+    // of pushing again.
+    let mut rec = rec;
+    let learned = rec.digest.is_none()
+        && pushed
+            .first()
+            .is_some_and(|(_, d): &(String, String)| d.starts_with("sha256:"));
+    if learned {
+        rec.digest = pushed.first().map(|(_, d)| d.clone());
+    }
     let digest = rec.digest.clone();
-    let _ = store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, false)).await;
+    let _ = store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, learned)).await;
     Ok(Outcome::Skipped {
         image_id: id,
         digest,
@@ -906,6 +917,7 @@ pub(super) async fn warm(
     };
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut refs: Vec<String> = Vec::new();
+    let mut tags: Vec<String> = Vec::new();
     for spec in specs {
         let Ok(keyed) = key_on(
             &node.resolver,
@@ -929,7 +941,7 @@ pub(super) async fn warm(
             Ok(Lookup::Hit(entry)) => {
                 // The skip checks the unique reference and every tag.
                 refs.push(local_ref(&spec.name, &entry.record.image_id));
-                refs.extend(spec.tags.iter().cloned());
+                tags.extend(spec.tags.iter().cloned());
                 outputs.insert(spec.name.clone(), entry.record.image_id);
             }
             Ok(_) => {}
@@ -938,7 +950,12 @@ pub(super) async fn warm(
             Err(_) => break,
         }
     }
+    // The unique references first: what the engine says of each names
+    // every tag of its image, so only tags on another image (a pushed
+    // index on the containerd store) are asked after them.
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     engine.prefetch(&refs).await;
+    let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+    engine.prefetch(&tags).await;
     warmed
 }
