@@ -1,6 +1,6 @@
 //! Scaling benchmark of the bake evaluator (`harness = false`, std only).
 //!
-//! Generates, in memory, realistic HCL bake files of N = 1 000, 10 000 and
+//! Generates (`support/workload.rs`), in memory, realistic HCL bake files of N = 1 000, 10 000 and
 //! 50 000 targets: typed and untyped variables overridden through
 //! `Options.env`, a validation block, three user `function`s (one with a
 //! `for` expression), `_base` targets inherited on several levels, stdlib
@@ -21,16 +21,24 @@
 //! growth is 10 and 5; `×lin` is the ratio over that, > 1.5 is flagged `!`),
 //! the project goal (10k targets in ≤ 1 s) and peak RSS (`VmHWM`, reset per
 //! N through `/proc/self/clear_refs` when the kernel allows it, otherwise
-//! cumulative). The 1-minute load average before and after is printed:
+//! cumulative). Then it times (a) again R times through the former HCL
+//! front end (`kiln_bake::baseline`, `hcl-edit`) and prints both loads and
+//! the ratio new/old (wall and on-CPU), measured in the same run. The
+//! 1-minute load average before and after is printed:
 //! distrust a run made while the machine was busy. Results go to stdout
 //! and, as JSON (every run, wall and CPU), to `target/bench-eval.json`
 //! (`$CARGO_TARGET_DIR` is honoured). Only the evaluator is timed:
 //! generating the file and dropping the results happen outside the clock.
 //!
 //! `--breakdown` adds one extra pass per N that splits the phases through
-//! the public API: HCL syntax (`parse_file`) vs evaluation (`parse::parse`),
-//! resolving `default` vs resolving every target by name (isolates group
-//! expansion), and the cost of dropping the results.
+//! the public API: HCL syntax (`parse_file`, and the baseline's
+//! `baseline::parse_file` with the ratio new/old) vs evaluation
+//! (`parse::parse`), the memory load takes per target, measured in a fresh
+//! child process (`load peak B`: peak RSS during syntax + evaluation above
+//! the RSS before it, the generated text being in both; `load kept B`: the
+//! RSS still added after it, the syntax tree and the evaluated config), resolving `default` vs
+//! resolving every target by name (isolates group expansion), and the cost
+//! of dropping the results.
 //!
 //! Should a text function used here (`upper`, `lower`, `join`, `format`,
 //! `replace`, `split`) be missing from the stdlib, it is written as an
@@ -51,339 +59,11 @@ use std::time::{Duration, Instant};
 use kiln_bake::{Options, load, print_json};
 use serde_json::{Value as J, json};
 
-/// Share of N produced by matrix expansion, in percent.
-const MATRIX_PERCENT: usize = 30;
-/// Instances per matrix block (3 distros × 2 Python versions).
-const MATRIX_FANOUT: usize = 6;
-/// Length of each `target:` chain among plain targets.
-const CHAIN: usize = 8;
-/// Targets (or matrix blocks) per group.
-const GROUP_SLICE: usize = 100;
+#[macro_use]
+#[path = "support/workload.rs"]
+mod workload;
 
-/// Which text functions exist; missing ones are written as templates.
-struct Funcs {
-    upper: bool,
-    lower: bool,
-    join: bool,
-    format: bool,
-    replace: bool,
-    split: bool,
-}
-
-impl Funcs {
-    fn probe() -> Funcs {
-        let has = |n: &str| kiln_bake::stdlib::lookup(n).is_some();
-        Funcs {
-            upper: has("upper"),
-            lower: has("lower"),
-            join: has("join"),
-            format: has("format"),
-            replace: has("replace"),
-            split: has("split"),
-        }
-    }
-
-    fn substitutions(&self) -> Vec<&'static str> {
-        let mut out = Vec::new();
-        for (ok, name) in [
-            (self.upper, "upper"),
-            (self.lower, "lower"),
-            (self.join, "join"),
-            (self.format, "format"),
-            (self.replace, "replace"),
-            (self.split, "split"),
-        ] {
-            if !ok {
-                out.push(name);
-            }
-        }
-        out
-    }
-
-    /// `upper(e)` for an expression `e` (identity without `upper`).
-    fn upper(&self, e: &str) -> String {
-        if self.upper {
-            format!("upper({e})")
-        } else {
-            e.to_string()
-        }
-    }
-
-    fn lower(&self, e: &str) -> String {
-        if self.lower {
-            format!("lower({e})")
-        } else {
-            e.to_string()
-        }
-    }
-}
-
-/// One generated bake file.
-struct Workload {
-    text: String,
-    /// Targets `default` resolves to (plain + matrix instances).
-    targets: usize,
-    plain: usize,
-    matrix_blocks: usize,
-    groups: usize,
-    links: usize,
-}
-
-macro_rules! w {
-    ($dst:expr, $($arg:tt)*) => {
-        writeln!($dst, $($arg)*).expect("writing to a String cannot fail")
-    };
-}
-
-fn svc(i: usize) -> String {
-    format!("svc-{i:05}")
-}
-
-fn mx(j: usize) -> String {
-    format!("mx-{j:04}")
-}
-
-fn quoted_list(items: &[String]) -> String {
-    let q: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
-    format!("[{}]", q.join(", "))
-}
-
-fn header(s: &mut String, f: &Funcs) {
-    w!(
-        s,
-        r#"# Generated by crates/kiln-bake/benches/eval.rs
-variable "REGISTRY" {{
-  default = "registry.example.com/acme"
-}}
-
-variable "VERSION" {{
-  default = "dev"
-}}
-
-variable "BUILD_NUMBER" {{
-  type    = number
-  default = 0
-  validation {{
-    condition     = BUILD_NUMBER >= 0
-    error_message = "BUILD_NUMBER must not be negative."
-  }}
-}}
-
-variable "PUSH_CACHE" {{
-  type    = bool
-  default = false
-}}
-
-variable "PLATFORMS" {{
-  type    = list(string)
-  default = ["linux/amd64"]
-}}
-
-variable "BASE_IMAGE" {{
-  default = "docker.io/library/debian:bookworm-slim"
-}}
-
-variable "CACHE_REF" {{
-  default = "${{REGISTRY}}/cache"
-}}
-
-variable "TEAM" {{
-  default = null
-}}
-"#
-    );
-    // User functions.
-    let build_tag = if f.format {
-        r#"format("%s/%s:build-%d", REGISTRY, name, BUILD_NUMBER)"#.to_string()
-    } else {
-        r#""${REGISTRY}/${name}:build-${BUILD_NUMBER}""#.to_string()
-    };
-    w!(
-        s,
-        r#"function "image" {{
-  params = [name, version]
-  result = "${{REGISTRY}}/${{{lname}}}:${{version}}"
-}}
-
-function "tags" {{
-  params = [name]
-  result = distinct(concat([image(name, VERSION)], VERSION == "dev" ? [] : [image(name, "latest")], [{build_tag}]))
-}}
-
-function "labels" {{
-  params = [component, tier]
-  result = merge(
-    {{ "org.opencontainers.image.vendor" = "acme", "com.acme.team" = coalesce(TEAM, "platform") }},
-    {{ for k, v in {{ component = component, tier = tier }} : "com.acme.${{k}}" => v }},
-  )
-}}
-"#,
-        lname = f.lower("name"),
-    );
-    // `_base` targets, inherited on up to three levels.
-    let platforms_label = if f.join {
-        r#"${join(",", PLATFORMS)}"#
-    } else {
-        "%{ for p in PLATFORMS }${p},%{ endfor }"
-    };
-    w!(
-        s,
-        r#"target "_common" {{
-  dockerfile = "Dockerfile"
-  args = {{
-    BASE_IMAGE   = BASE_IMAGE
-    BUILD_NUMBER = BUILD_NUMBER
-    VERSION      = VERSION
-  }}
-  labels = labels("common", "base")
-}}
-
-target "_platforms" {{
-  inherits  = ["_common"]
-  platforms = PLATFORMS
-  annotations = ["index:org.opencontainers.image.platforms={platforms_label}"]
-}}
-
-target "_release" {{
-  inherits   = ["_platforms"]
-  cache-from = ["type=registry,ref=${{CACHE_REF}}:main"]
-  cache-to   = PUSH_CACHE ? ["type=registry,ref=${{CACHE_REF}}:main,mode=max"] : []
-  attest     = ["type=provenance,mode=min"]
-}}
-
-target "_debug" {{
-  inherits = ["_common"]
-  target   = "debug"
-  args = {{
-    DEBUG = "1"
-  }}
-}}
-"#
-    );
-}
-
-fn plain_target(s: &mut String, f: &Funcs, i: usize, links: &mut usize) {
-    let name = svc(i);
-    let base = ["_release", "_release", "_platforms", "_debug"][i % 4];
-    let mut contexts = Vec::new();
-    if !i.is_multiple_of(CHAIN) {
-        contexts.push(format!("upstream = \"target:{}\"", svc(i - 1)));
-    }
-    if i % CHAIN == CHAIN / 2 {
-        // A diamond: the chain head is reached directly and through i-1.
-        contexts.push(format!("head = \"target:{}\"", svc(i - CHAIN / 2)));
-    }
-    if i.is_multiple_of(CHAIN) && i > 0 {
-        contexts.push(format!("root = \"target:{}\"", svc(0)));
-    }
-    *links += contexts.len();
-    let components = if f.join && f.split {
-        format!(r#"join(",", split("-", "{name}"))"#)
-    } else {
-        format!(r#""svc,{i:05}""#)
-    };
-    let version_arg = if f.replace {
-        r#"replace(VERSION, ".", "_")"#.to_string()
-    } else {
-        "VERSION".to_string()
-    };
-    w!(
-        s,
-        r#"target "{name}" {{
-  inherits    = ["{base}"]
-  description = "Service {i}"
-  context     = "services/{name}"
-  tags        = tags("{name}")
-  args = {{
-    SERVICE    = {service}
-    SHARD      = "${{{i} % 16}}"
-    COMPONENTS = {components}
-    VERSION_ID = {version_arg}
-    DEPS       = "${{length([{ndeps}])}}"
-  }}
-  labels   = labels("{name}", "tier-${{{i} % 3}}")
-  contexts = {{ {ctx} }}
-}}"#,
-        service = f.upper(&format!("\"{name}\"")),
-        ndeps = vec!["0"; contexts.len()].join(", "),
-        ctx = contexts.join(", "),
-    );
-}
-
-fn matrix_target(s: &mut String, f: &Funcs, j: usize, plain: usize, links: &mut usize) {
-    let name = mx(j);
-    let wheel = svc((j * 7) % plain);
-    *links += 1;
-    w!(
-        s,
-        r#"target "{name}" {{
-  inherits = ["_platforms"]
-  matrix = {{
-    distro = ["alpine", "debian", "ubuntu"]
-    py     = ["311", "312"]
-  }}
-  name       = "{name}-${{distro}}-py${{py}}"
-  context    = "matrix/{name}"
-  dockerfile = "Dockerfile.${{distro}}"
-  tags       = [image("{name}-${{distro}}", "py${{py}}-${{VERSION}}")]
-  args = {{
-    DISTRO = {distro}
-    PYTHON = py
-  }}
-  contexts = {{ wheel = "target:{wheel}" }}
-}}"#,
-        distro = f.upper("distro"),
-    );
-}
-
-fn generate(n: usize, f: &Funcs) -> Workload {
-    let matrix_blocks = n * MATRIX_PERCENT / 100 / MATRIX_FANOUT;
-    let plain = n - matrix_blocks * MATRIX_FANOUT;
-    assert!(plain > CHAIN, "N too small");
-    let mut s = String::with_capacity(n * 700);
-    let mut links = 0;
-    header(&mut s, f);
-    for i in 0..plain {
-        plain_target(&mut s, f, i, &mut links);
-    }
-    for j in 0..matrix_blocks {
-        matrix_target(&mut s, f, j, plain, &mut links);
-    }
-    let mut groups = Vec::new();
-    let plain_names: Vec<String> = (0..plain).map(svc).collect();
-    for (k, chunk) in plain_names.chunks(GROUP_SLICE).enumerate() {
-        let g = format!("services-{k:03}");
-        w!(
-            s,
-            "group \"{g}\" {{\n  targets = {}\n}}",
-            quoted_list(chunk)
-        );
-        groups.push(g);
-    }
-    let mx_names: Vec<String> = (0..matrix_blocks).map(mx).collect();
-    for (k, chunk) in mx_names.chunks(GROUP_SLICE).enumerate() {
-        let g = format!("matrix-{k:03}");
-        w!(
-            s,
-            "group \"{g}\" {{\n  description = \"Matrix slice {k}\"\n  targets = {}\n}}",
-            quoted_list(chunk)
-        );
-        groups.push(g);
-    }
-    w!(
-        s,
-        "group \"default\" {{\n  targets = {}\n}}",
-        quoted_list(&groups)
-    );
-    Workload {
-        text: s,
-        targets: plain + matrix_blocks * MATRIX_FANOUT,
-        plain,
-        matrix_blocks,
-        groups: groups.len() + 1,
-        links,
-    }
-}
+use workload::{Funcs, MATRIX_FANOUT, Workload, generate, mx, svc};
 
 fn options() -> Options {
     let mut o = Options::default();
@@ -507,6 +187,9 @@ struct SizeResult {
     /// On-CPU time per phase, every run.
     cpu: [Vec<Duration>; 4],
     peak_rss_kib: Option<u64>,
+    /// `load` through the baseline HCL front end (`hcl-edit`): wall, cpu.
+    base_load: Vec<Duration>,
+    base_load_cpu: Vec<Duration>,
 }
 
 impl SizeResult {
@@ -557,6 +240,19 @@ fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: b
         // Dropped outside the timed region.
         drop((doc, resolved, bake));
     }
+    let peak_rss_kib = proc_status("VmHWM:");
+    // The same load through the former HCL front end, for the ratio.
+    let mut base_load = Vec::new();
+    let mut base_load_cpu = Vec::new();
+    for _ in 0..runs {
+        let files = vec![("docker-bake.hcl".to_string(), wl.text.clone())];
+        let t0 = Stamp::now();
+        let bake = load_baseline(files, opts);
+        let (w, c) = Stamp::now().since(t0);
+        base_load.push(w);
+        base_load_cpu.push(c);
+        drop(bake);
+    }
     SizeResult {
         n,
         runs,
@@ -568,8 +264,23 @@ fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: b
         gen_ms,
         samples,
         cpu,
-        peak_rss_kib: proc_status("VmHWM:"),
+        peak_rss_kib,
+        base_load,
+        base_load_cpu,
     }
+}
+
+/// `load` with HCL parsed by the baseline front end (`hcl-edit`).
+fn load_baseline(files: Vec<(String, String)>, opts: &Options) -> kiln_bake::Bake {
+    let mut sources = kiln_bake::Sources::default();
+    let mut bodies = Vec::new();
+    let mut names = Vec::new();
+    for (name, text) in files {
+        bodies.push(kiln_bake::baseline::parse_file(&mut sources, &name, text).expect("syntax"));
+        names.push(name);
+    }
+    let config = kiln_bake::parse::parse(&bodies, &names, opts).expect("evaluate");
+    kiln_bake::Bake { sources, config }
 }
 
 /// `--breakdown`: one extra pass per N splitting the phases through the
@@ -579,9 +290,16 @@ fn run_size(n: usize, runs: usize, f: &Funcs, opts: &Options, peak_resettable: b
 fn breakdown(n: usize, f: &Funcs, opts: &Options) -> J {
     let wl = generate(n, f);
     let name = "docker-bake.hcl".to_string();
+    // The baseline front end first, its tree dropped before the rest.
+    let mut old_sources = kiln_bake::Sources::default();
+    let b0 = Stamp::now();
+    let old = kiln_bake::baseline::parse_file(&mut old_sources, &name, wl.text.clone());
+    let b1 = Stamp::now();
+    drop((old.expect("baseline syntax"), old_sources));
+    let text = wl.text.clone();
     let mut sources = kiln_bake::Sources::default();
     let t0 = Stamp::now();
-    let body = kiln_bake::parse_file(&mut sources, &name, wl.text.clone()).expect("syntax");
+    let body = kiln_bake::parse_file(&mut sources, &name, text).expect("syntax");
     let t1 = Stamp::now();
     let config = kiln_bake::parse::parse(
         std::slice::from_ref(&body),
@@ -617,8 +335,13 @@ fn breakdown(n: usize, f: &Funcs, opts: &Options) -> J {
     let t8 = Stamp::now();
     let mut row = serde_json::Map::new();
     row.insert("n".into(), json!(n));
+    if let Some((peak, kept)) = load_memory(n) {
+        row.insert("load_peak_bytes".into(), json!(peak));
+        row.insert("load_kept_bytes".into(), json!(kept));
+    }
     for (key, (b, a)) in [
         ("syntax", (t1, t0)),
+        ("syntax_baseline", (b1, b0)),
         ("evaluate", (t2, t1)),
         ("resolve_default", (t3, t2)),
         ("resolve_names", (t6, t5)),
@@ -629,6 +352,43 @@ fn breakdown(n: usize, f: &Funcs, opts: &Options) -> J {
         row.insert(key.into(), json!({ "wall_ms": ms(w), "cpu_ms": ms(c) }));
     }
     J::Object(row)
+}
+
+/// The memory `load` takes for N targets, measured in a fresh process (this
+/// benchmark run as a child with `--load-memory-child N`), so that no heap
+/// kept from earlier work hides it: (peak RSS during load, RSS after it),
+/// each above the RSS before it, in bytes.
+fn load_memory(n: usize) -> Option<(u64, u64)> {
+    let out = std::process::Command::new(std::env::current_exe().ok()?)
+        .args(["--load-memory-child", &n.to_string()])
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut it = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// The child side of [`load_memory`]: prints "peak kept" in bytes.
+fn load_memory_child(n: usize) {
+    let f = Funcs::probe();
+    let opts = options();
+    let files = vec![("docker-bake.hcl".to_string(), generate(n, &f).text)];
+    let before = proc_status("VmRSS:");
+    if !reset_peak_rss() {
+        return;
+    }
+    let bake = load(files, &opts).expect("load");
+    let (Some(before), Some(peak), Some(after)) =
+        (before, proc_status("VmHWM:"), proc_status("VmRSS:"))
+    else {
+        return;
+    };
+    println!(
+        "{} {}",
+        peak.saturating_sub(before) * 1024,
+        after.saturating_sub(before) * 1024
+    );
+    drop(bake);
 }
 
 /// The 1-minute load average, to flag runs on a busy machine.
@@ -650,6 +410,13 @@ fn target_dir() -> PathBuf {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--load-memory-child") {
+        if let Some(n) = args.get(i + 1).and_then(|n| n.parse().ok()) {
+            load_memory_child(n);
+        }
+        return;
+    }
     // `cargo bench` passes `--bench`; any bare numbers replace the sizes.
     let want_breakdown = std::env::args().any(|a| a == "--breakdown");
     let mut sizes: Vec<usize> = std::env::args()
@@ -803,6 +570,37 @@ fn main() {
             if t <= 1000.0 { "met" } else { "NOT met" }
         );
     }
+    // The HCL front end against the baseline (`hcl-edit`), same run.
+    w!(
+        out,
+        "\nload (syntax + evaluation) with the HCL front end vs the baseline (hcl-edit), median of R runs"
+    );
+    w!(
+        out,
+        "{:>6} {:>11} {:>11} {:>9} {:>12} {:>12} {:>9}",
+        "N",
+        "new ms",
+        "old ms",
+        "new/old",
+        "new cpu ms",
+        "old cpu ms",
+        "new/old"
+    );
+    for r in &results {
+        let (nw, ow) = (r.med(0), median(&r.base_load));
+        let (nc, oc) = (r.cpu_med(0), median(&r.base_load_cpu));
+        w!(
+            out,
+            "{:>6} {:>11.1} {:>11.1} {:>9.2} {:>12.1} {:>12.1} {:>9.2}",
+            r.n,
+            ms(nw),
+            ms(ow),
+            nw.as_secs_f64() / ow.as_secs_f64(),
+            ms(nc),
+            ms(oc),
+            nc.as_secs_f64() / oc.as_secs_f64().max(1e-9)
+        );
+    }
     let load_after = loadavg();
     w!(
         out,
@@ -813,15 +611,19 @@ fn main() {
     if want_breakdown {
         w!(
             out,
-            "\nbreakdown (1 run each, on-CPU ms): load = syntax + evaluate; resolve of `default` \
+            "\nbreakdown (1 run each, on-CPU ms; bytes per target): load = syntax + evaluate; resolve of `default` \
              vs of every target by name (no group expansion); drops"
         );
         w!(
             out,
-            "{:>7} {:>10} {:>11} {:>12} {:>12} {:>11} {:>11}",
+            "{:>7} {:>10} {:>10} {:>8} {:>11} {:>11} {:>11} {:>12} {:>12} {:>11} {:>11}",
             "N",
             "syntax ms",
+            "(old ms)",
+            "new/old",
             "evaluate ms",
+            "load peak B",
+            "load kept B",
             "res dflt ms",
             "res names ms",
             "drop res ms",
@@ -830,12 +632,17 @@ fn main() {
         for &n in &sizes {
             let b = breakdown(n, &f, &opts);
             let g = |k: &str| b[k]["cpu_ms"].as_f64().unwrap_or(f64::NAN);
+            let per_target = |k: &str| b[k].as_f64().unwrap_or(f64::NAN) / n as f64;
             w!(
                 out,
-                "{:>7} {:>10.1} {:>11.1} {:>12.1} {:>12.1} {:>11.1} {:>11.1}",
+                "{:>7} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>11.0} {:>11.0} {:>12.1} {:>12.1} {:>11.1} {:>11.1}",
                 n,
                 g("syntax"),
+                g("syntax_baseline"),
+                g("syntax") / g("syntax_baseline"),
                 g("evaluate"),
+                per_target("load_peak_bytes"),
+                per_target("load_kept_bytes"),
                 g("resolve_default"),
                 g("resolve_names"),
                 g("drop_resolved"),
@@ -878,6 +685,11 @@ fn main() {
                 "total": phase(3),
                 "us_per_target": r.med(3).as_secs_f64() * 1e6 / r.n as f64,
                 "peak_rss_kib": r.peak_rss_kib,
+                "load_baseline": {
+                    "median_ms": ms(median(&r.base_load)),
+                    "runs_ms": r.base_load.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
+                    "cpu_median_ms": ms(median(&r.base_load_cpu)),
+                },
             })
         }).collect::<Vec<_>>(),
         "growth": growth,

@@ -1075,7 +1075,7 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
                     None => return Err(bad(*span, "this expression")),
                 },
             };
-            let parsed = crate::native::parse_expr(&text, span.file, span.start as usize)
+            let parsed = crate::syntax::parse_expr(&text, span.file, span.start as usize)
                 .map_err(|_| bad(*span, &format!("{text:?}")))?;
             if matches!(
                 parsed,
@@ -1188,7 +1188,7 @@ mod tests {
     }
 
     fn ev(src: &str) -> Result<Value, String> {
-        let e = crate::native::parse_expr(src, 0, 0).map_err(|d| d.0[0].message())?;
+        let e = crate::syntax::parse_expr(src, 0, 0).map_err(|d| d.0[0].message())?;
         let mut env = TestEnv;
         Evaluator::new(&mut env).eval(&e).map_err(|d| {
             d.0.iter()
@@ -1311,7 +1311,7 @@ mod tests {
 
     #[test]
     fn type_expressions() {
-        let t = |s: &str| type_expr(&crate::native::parse_expr(s, 0, 0).unwrap());
+        let t = |s: &str| type_expr(&crate::syntax::parse_expr(s, 0, 0).unwrap());
         assert_eq!(t("list(string)").unwrap(), Type::list(Type::String));
         assert_eq!(t("map(number)").unwrap(), Type::map(Type::Number));
         assert_eq!(

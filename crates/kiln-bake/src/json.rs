@@ -4,7 +4,6 @@
 
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
-use crate::native;
 use crate::value::Value;
 
 #[derive(Clone, Debug)]
@@ -356,7 +355,7 @@ fn lower(n: &Node) -> Result<Expr, Diags> {
             let mut out = Vec::new();
             for (k, kspan, v) in items {
                 let key = if k.contains("${") || k.contains("%{") {
-                    ObjKey::Expr(native::parse_template(
+                    ObjKey::Expr(crate::syntax::parse_template(
                         k,
                         kspan.file,
                         kspan.start as usize + 1,
@@ -377,7 +376,7 @@ fn string_expr(s: &str, at: usize, span: Span) -> Result<Expr, Diags> {
     }
     // Offsets inside the template are exact when the JSON string has no
     // escapes; with escapes they point near the error.
-    native::parse_template(s, span.file, at).map(|e| match e {
+    crate::syntax::parse_template(s, span.file, at).map(|e| match e {
         Expr::Template(parts, _) => Expr::Template(parts, span),
         other => other,
     })

@@ -11,11 +11,13 @@ pub mod diag;
 pub mod eval;
 pub mod json;
 pub mod model;
+#[doc(hidden)]
 pub mod native;
 pub mod parse;
 pub mod resolve;
 pub mod stdlib;
 pub mod suggest;
+pub mod syntax;
 pub mod value;
 
 use std::collections::BTreeMap;
@@ -129,6 +131,15 @@ fn looks_like_compose(name: &str, text: &str) -> bool {
 /// Parses one file into a body, choosing the syntax by extension as bake does
 /// (`.json` → JSON, `.hcl` → HCL, otherwise HCL then JSON).
 pub fn parse_file(sources: &mut Sources, name: &str, text: String) -> Result<ast::Body, Error> {
+    parse_file_with(sources, name, text, syntax::parse_body)
+}
+
+fn parse_file_with(
+    sources: &mut Sources,
+    name: &str,
+    text: String,
+    native: fn(&str, u32) -> Result<ast::Body, Diags>,
+) -> Result<ast::Body, Error> {
     if looks_like_compose(name, &text) {
         return Err(Error::Compose {
             path: name.to_string(),
@@ -138,14 +149,28 @@ pub fn parse_file(sources: &mut Sources, name: &str, text: String) -> Result<ast
     let r = if name.ends_with(".json") {
         json::parse_body(&text, id)
     } else if name.ends_with(".hcl") {
-        native::parse_body(&text, id)
+        native(&text, id)
     } else {
-        native::parse_body(&text, id).or_else(|e| json::parse_body(&text, id).map_err(|_| e))
+        native(&text, id).or_else(|e| json::parse_body(&text, id).map_err(|_| e))
     };
     r.map_err(|diags| Error::Eval {
         diags,
         sources: sources.clone(),
     })
+}
+
+/// The former HCL front end (`hcl-edit`), kept only as the baseline that the
+/// benchmark times and the differential test compares against.
+#[doc(hidden)]
+pub mod baseline {
+    use super::*;
+
+    /// [`parse_file`](super::parse_file) with HCL parsed by `hcl-edit`.
+    pub fn parse_file(sources: &mut Sources, name: &str, text: String) -> Result<ast::Body, Error> {
+        parse_file_with(sources, name, text, native::parse_body)
+    }
+
+    pub use crate::native::{parse_body, parse_expr, parse_template};
 }
 
 /// Loads and evaluates files (name, contents) in order as one body.

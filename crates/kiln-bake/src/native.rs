@@ -1,5 +1,9 @@
-//! The HCL native syntax front end: parses with `hcl-edit` (which keeps byte
-//! spans) and lowers its tree into [`crate::ast`].
+//! The former HCL native syntax front end, kept as the baseline that
+//! [`crate::syntax`] is measured and tested against: parses with `hcl-edit`
+//! (which keeps byte spans) and lowers its tree into [`crate::ast`].
+//!
+//! Owns: nothing new. Must never: be used outside the benchmark and the
+//! differential test (through [`crate::baseline`]).
 
 use hcl_edit::Span as _;
 use hcl_edit::expr::{self as he, Expression as E};
@@ -8,6 +12,7 @@ use hcl_edit::template::{self as ht, Element, Strip};
 
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
+use crate::syntax::unterminated_string;
 use crate::value::Value;
 
 /// Parses a whole file body.
@@ -70,110 +75,6 @@ fn parse_error(e: &hcl_edit::parser::Error, text: &str, file: u32, base: usize) 
         "Invalid HCL syntax",
         e.message().to_string(),
     ))
-}
-
-/// The byte offset of the first quoted string that is still open at the end
-/// of its line, if any. A lexical scan only: comments, `${`/`%{`
-/// interpolations (which may span lines and hold strings of their own),
-/// escapes and heredocs are followed; anything else is skipped byte by byte.
-fn unterminated_string(text: &str) -> Option<usize> {
-    #[derive(Clone, Copy)]
-    enum Ctx {
-        /// Expression code; `depth` counts braces opened inside it, so the
-        /// `}` closing an interpolation can be told from an object's.
-        Code { depth: usize },
-        /// Inside a quoted string that started at this offset.
-        Str(usize),
-    }
-    let b = text.as_bytes();
-    let mut stack = vec![Ctx::Code { depth: 0 }];
-    let mut i = 0;
-    while i < b.len() {
-        match stack.last_mut()? {
-            Ctx::Str(start) => {
-                let start = *start;
-                match b[i] {
-                    b'\\' => i += 2,
-                    b'\n' => return Some(start),
-                    b'"' => {
-                        stack.pop();
-                        i += 1;
-                    }
-                    b'$' | b'%' if b.get(i + 1) == Some(&b[i]) && b.get(i + 2) == Some(&b'{') => {
-                        // `$${` / `%%{`: a literal `${` / `%{`.
-                        i += 3;
-                    }
-                    b'$' | b'%' if b.get(i + 1) == Some(&b'{') => {
-                        stack.push(Ctx::Code { depth: 0 });
-                        i += 2;
-                    }
-                    _ => i += 1,
-                }
-            }
-            Ctx::Code { depth } => match b[i] {
-                b'"' => {
-                    stack.push(Ctx::Str(i));
-                    i += 1;
-                }
-                b'{' => {
-                    *depth += 1;
-                    i += 1;
-                }
-                b'}' => {
-                    if *depth == 0 {
-                        // Closes an interpolation (or is a stray brace at
-                        // the top level, which the parser reports).
-                        if stack.len() > 1 {
-                            stack.pop();
-                        }
-                    } else {
-                        *depth -= 1;
-                    }
-                    i += 1;
-                }
-                b'#' => i = line_end(b, i),
-                b'/' if b.get(i + 1) == Some(&b'/') => i = line_end(b, i),
-                b'/' if b.get(i + 1) == Some(&b'*') => {
-                    i = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
-                }
-                b'<' if b.get(i + 1) == Some(&b'<') => i = skip_heredoc(text, i),
-                _ => i += 1,
-            },
-        }
-    }
-    None
-}
-
-fn line_end(b: &[u8], from: usize) -> usize {
-    b[from..]
-        .iter()
-        .position(|&c| c == b'\n')
-        .map_or(b.len(), |p| from + p)
-}
-
-/// Skips a heredoc starting at `<<` (or `<<-`) at `i`: to the end of the
-/// line holding only its marker. Not a heredoc: skips the `<<`.
-fn skip_heredoc(text: &str, i: usize) -> usize {
-    let rest = &text[i + 2..];
-    let rest = rest.strip_prefix('-').unwrap_or(rest);
-    let marker: String = rest
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
-        .collect();
-    let after = &rest[marker.len()..];
-    let after = after.strip_prefix('\r').unwrap_or(after);
-    if marker.is_empty() || !after.starts_with('\n') {
-        return i + 2;
-    }
-    let body_start = text.len() - after.len() + 1;
-    let mut at = body_start;
-    for line in text[body_start..].split_inclusive('\n') {
-        at += line.len();
-        if line.trim() == marker {
-            return at;
-        }
-    }
-    text.len()
 }
 
 struct Lower {
