@@ -828,7 +828,7 @@ fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
         target(&s2, "app")["reason"]
             .as_str()
             .unwrap()
-            .contains("re-tagged"),
+            .contains(&format!("(restored {}:1)", repo("app"))),
         "{}",
         target(&s2, "app")
     );
