@@ -98,34 +98,36 @@ pub fn line(e: &Event, raw: bool) -> Option<String> {
             let extra = image_and_reason(image.as_deref(), reason.as_deref());
             format!("[{target}] {status} in {duration_s:.1}s {extra}")
         }
-        Event::Pushed {
-            target,
-            reference,
-            digest,
-        } => format!("[{target}] pushed {reference}@{digest}"),
-        Event::Verified {
-            target,
-            reference,
-            digest,
-        } => format!("[{target}] verified {reference}@{digest}"),
-        Event::Restored {
-            target,
-            reference,
-            digest,
-            was,
-        } => format!(
-            "[{target}] restored {reference}@{digest} ({})",
-            restored_from(was)
-        ),
+        Event::Pushed { target, .. }
+        | Event::Verified { target, .. }
+        | Event::Restored { target, .. } => {
+            format!("[{target}] {}", published(e).unwrap_or_default())
+        }
     })
 }
 
-/// What a restored tag named before: `was sha256:…` or `was absent`.
-pub(crate) fn restored_from(was: &Option<String>) -> String {
-    match was {
-        Some(d) => format!("was {d}"),
-        None => "was absent".into(),
-    }
+/// What became of a tag (`pushed`, `verified` or `restored REF@DIGEST`,
+/// a restored one with what it named before: `was sha256:…` or `was
+/// absent`), for the events that say so; `None` for the others.
+pub(crate) fn published(e: &Event) -> Option<String> {
+    Some(match e {
+        Event::Pushed {
+            reference, digest, ..
+        } => format!("pushed {reference}@{digest}"),
+        Event::Verified {
+            reference, digest, ..
+        } => format!("verified {reference}@{digest}"),
+        Event::Restored {
+            reference,
+            digest,
+            was,
+            ..
+        } => match was {
+            Some(w) => format!("restored {reference}@{digest} (was {w})"),
+            None => format!("restored {reference}@{digest} (was absent)"),
+        },
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -168,34 +168,11 @@ impl Reporter for TtyReporter {
                     inner.bars.suspend(|| eprintln!("{line}"));
                 }
             }
-            Event::Pushed {
-                target,
-                reference,
-                digest,
-            } => {
-                let _ = inner
-                    .bars
-                    .println(format!("  {target} pushed {reference}@{digest}"));
-            }
-            Event::Verified {
-                target,
-                reference,
-                digest,
-            } => {
-                let _ = inner
-                    .bars
-                    .println(format!("  {target} verified {reference}@{digest}"));
-            }
-            Event::Restored {
-                target,
-                reference,
-                digest,
-                was,
-            } => {
-                let _ = inner.bars.println(format!(
-                    "  {target} restored {reference}@{digest} ({})",
-                    super::plain::restored_from(was)
-                ));
+            Event::Pushed { target, .. }
+            | Event::Verified { target, .. }
+            | Event::Restored { target, .. } => {
+                let what = super::plain::published(e).unwrap_or_default();
+                let _ = inner.bars.println(format!("  {target} {what}"));
             }
             Event::Warning { target, message } => {
                 let line = if target.is_empty() {
