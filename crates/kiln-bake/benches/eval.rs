@@ -45,6 +45,8 @@
 //! equivalent template instead; the substitutions are printed and recorded,
 //! so compare figures only between runs with the same substitutions.
 //!
+//! `--profile-load N R` runs only `load` of N targets R times (for `perf`).
+//!
 //! Run (release, ~1 min on 2 cores): `cargo bench -p kiln-bake --bench eval`
 //! Other sizes / breakdown: `cargo bench -p kiln-bake --bench eval -- 2000 20000 --breakdown`
 
@@ -411,6 +413,18 @@ fn target_dir() -> PathBuf {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--profile-load") {
+        // Only `load`, N targets R times: for a profiler.
+        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+        let r = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(10);
+        let wl = generate(n, &Funcs::probe());
+        let opts = options();
+        for _ in 0..r {
+            let files = vec![("docker-bake.hcl".to_string(), wl.text.clone())];
+            drop(load(files, &opts).expect("load"));
+        }
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--load-memory-child") {
         if let Some(n) = args.get(i + 1).and_then(|n| n.parse().ok()) {
             load_memory_child(n);

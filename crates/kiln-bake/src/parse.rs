@@ -87,18 +87,18 @@ pub struct Config {
     pub warnings: Vec<Diag>,
 }
 
-struct VarDecl {
-    default: Option<Expr>,
-    ty: Option<Expr>,
-    description: Option<Expr>,
-    validations: Vec<Block>,
+struct VarDecl<'b> {
+    default: Option<&'b Expr>,
+    ty: Option<&'b Expr>,
+    description: Option<&'b Expr>,
+    validations: Vec<&'b Block>,
     span: Span,
 }
 
-struct FuncDecl {
-    params: Option<Expr>,
-    variadic: Option<Expr>,
-    result: Option<Expr>,
+struct FuncDecl<'b> {
+    params: Option<&'b Expr>,
+    variadic: Option<&'b Expr>,
+    result: Option<&'b Expr>,
     span: Span,
 }
 
@@ -110,13 +110,14 @@ struct Instance {
 /// (block kind, final name) → (block, instance) positions.
 type InstanceIndex = HashMap<(String, String), Vec<(usize, usize)>>;
 
-struct Program<'o> {
+/// The evaluation of one set of bodies, which it reads in place (`'b`).
+struct Program<'o, 'b> {
     opts: &'o Options,
     file_dirs: Vec<String>,
-    vars: IndexMap<String, VarDecl>,
-    attrs: IndexMap<String, Attribute>,
-    funcs: IndexMap<String, FuncDecl>,
-    blocks: Vec<Rc<Block>>,
+    vars: IndexMap<String, VarDecl<'b>>,
+    attrs: IndexMap<String, &'b Attribute>,
+    funcs: IndexMap<String, FuncDecl<'b>>,
+    blocks: Vec<&'b Block>,
     values: HashMap<String, Value>,
     sources: HashMap<String, &'static str>,
     progress: HashSet<String>,
@@ -179,7 +180,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             }
             // The last file wins.
             p.attrs.shift_remove(&a.name);
-            p.attrs.insert(a.name.clone(), a.clone());
+            p.attrs.insert(a.name.clone(), a);
         }
         for b in &body.blocks {
             match b.kind.as_str() {
@@ -215,15 +216,14 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                             }
                         }
                         let decl = VarDecl {
-                            default: b.body.attr("default").map(|a| a.expr.clone()),
-                            ty: b.body.attr("type").map(|a| a.expr.clone()),
-                            description: b.body.attr("description").map(|a| a.expr.clone()),
+                            default: b.body.attr("default").map(|a| &a.expr),
+                            ty: b.body.attr("type").map(|a| &a.expr),
+                            description: b.body.attr("description").map(|a| &a.expr),
                             validations: b
                                 .body
                                 .blocks
                                 .iter()
                                 .filter(|vb| vb.kind == "validation")
-                                .cloned()
                                 .collect(),
                             span: b.labels[0].1,
                         };
@@ -231,9 +231,9 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                         p.vars.insert(name.clone(), decl);
                     } else {
                         let decl = FuncDecl {
-                            params: b.body.attr("params").map(|a| a.expr.clone()),
-                            variadic: b.body.attr("variadic_params").map(|a| a.expr.clone()),
-                            result: b.body.attr("result").map(|a| a.expr.clone()),
+                            params: b.body.attr("params").map(|a| &a.expr),
+                            variadic: b.body.attr("variadic_params").map(|a| &a.expr),
+                            result: b.body.attr("result").map(|a| &a.expr),
                             span: b.labels[0].1,
                         };
                         p.funcs.insert(name.clone(), decl);
@@ -251,7 +251,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                             ),
                         ));
                     }
-                    p.blocks.push(Rc::new(b.clone()));
+                    p.blocks.push(b);
                 }
                 // buildx reads the top level with partial schemas and drops
                 // the "Blocks are not allowed here" diagnostic of what
@@ -283,12 +283,12 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
 
     let mut cfg = Config::default();
     for n in &var_names {
-        let (dty, ddesc) = (p.vars[n].ty.clone(), p.vars[n].description.clone());
-        let ty = match &dty {
+        let (dty, ddesc) = (p.vars[n].ty, p.vars[n].description);
+        let ty = match dty {
             Some(t) => Some(type_expr(t)?),
             None => None,
         };
-        let description = match &ddesc {
+        let description = match ddesc {
             Some(e) => Evaluator::new(&mut p).eval(e)?.as_str().map(String::from),
             None => None,
         };
@@ -486,7 +486,7 @@ pub fn name_error(name: &str) -> String {
     format!("invalid target name {name:?}: only \"[a-zA-Z0-9_-]+\" is allowed")
 }
 
-impl Program<'_> {
+impl<'b> Program<'_, 'b> {
     fn warn(&mut self, d: Diag) {
         if d.span.is_none_or(|s| self.warned.insert(s)) {
             self.warnings.push(d);
@@ -494,7 +494,7 @@ impl Program<'_> {
     }
 
     fn var_type(&self, name: &str) -> Result<Option<Type>, Diags> {
-        match self.vars.get(name).and_then(|v| v.ty.as_ref()) {
+        match self.vars.get(name).and_then(|v| v.ty) {
             Some(t) => type_expr(t).map(Some).map_err(|mut e| {
                 for d in &mut e.0 {
                     d.detail = format!("{} (variable {name}): not a valid type", d.detail);
@@ -516,7 +516,7 @@ impl Program<'_> {
             self.sources.insert(name.to_string(), "builtin");
             return Ok(Some(v));
         }
-        let attr = self.attrs.get(name).map(|a| a.expr.clone());
+        let attr = self.attrs.get(name).map(|a| -> &'b Expr { &a.expr });
         let is_var = self.vars.contains_key(name);
         if attr.is_none() && !is_var {
             return Ok(None);
@@ -539,7 +539,7 @@ impl Program<'_> {
     fn resolve_inner(
         &mut self,
         name: &str,
-        attr: Option<Expr>,
+        attr: Option<&'b Expr>,
         is_var: bool,
     ) -> Result<Value, Diags> {
         let decl_span = self
@@ -550,7 +550,7 @@ impl Program<'_> {
         let invalid = |msg: String| Diags::one(Diag::new("Invalid value", msg, decl_span));
         let ty = self.var_type(name)?;
         let from_attr = attr.is_some();
-        let def_expr = attr.or_else(|| self.vars.get(name).and_then(|v| v.default.clone()));
+        let def_expr = attr.or_else(|| self.vars.get(name).and_then(|v| v.default));
         self.sources.insert(
             name.to_string(),
             if from_attr { "attribute" } else { "default" },
@@ -598,7 +598,7 @@ impl Program<'_> {
                 let raw = plain.clone().or(json_override.clone());
                 if let Some(s) = raw {
                     // The override's type follows the default's type.
-                    let dv = match &def_expr {
+                    let dv = match def_expr {
                         Some(e) => Evaluator::new(self).eval(e)?,
                         None => Value::null(),
                     };
@@ -618,7 +618,7 @@ impl Program<'_> {
             }
         }
 
-        let v = match &def_expr {
+        let v = match def_expr {
             Some(e) => Evaluator::new(self).eval(e)?,
             None => match &ty {
                 Some(t) => Value::Null(t.clone()),
@@ -627,7 +627,7 @@ impl Program<'_> {
         };
         match &ty {
             Some(t) => convert(v, t).map_err(|e| {
-                let span = def_expr.as_ref().map(Expr::span).or(decl_span);
+                let span = def_expr.map(Expr::span).or(decl_span);
                 Diags::one(Diag::new(
                     "Invalid value",
                     format!(
@@ -741,7 +741,7 @@ impl Program<'_> {
     }
 
     fn compute_instances(&mut self, bi: usize) -> Result<Vec<Instance>, Diags> {
-        let b = Rc::clone(&self.blocks[bi]);
+        let b = self.blocks[bi];
         let label = b.labels[0].0.clone();
         let lspan = b.labels[0].1;
         if !is_valid_name(&label) {
@@ -888,7 +888,7 @@ impl Program<'_> {
         attr: &str,
         store: bool,
     ) -> Result<Option<Value>, Diags> {
-        let block = Rc::clone(&self.blocks[bi]);
+        let block = self.blocks[bi];
         let Some(ai) = block.body.attrs.iter().position(|a| a.name == attr) else {
             return Ok(None);
         };
@@ -925,7 +925,7 @@ impl Program<'_> {
             name: name.to_string(),
             ..Target::default()
         };
-        let block = Rc::clone(&self.blocks[bi]);
+        let block = self.blocks[bi];
         let body = &block.body;
         // buildx decodes target bodies through a filtering body whose
         // `Content` is HCL's `PartialContent`: unknown attributes and all
@@ -967,7 +967,7 @@ impl Program<'_> {
     }
 
     fn decode_group(&mut self, bi: usize) -> Result<Group, Diags> {
-        let b = self.blocks[bi].clone();
+        let b = self.blocks[bi];
         let mut g = Group {
             name: b.labels[0].0.clone(),
             ..Group::default()
@@ -1034,7 +1034,7 @@ impl Program<'_> {
 /// worst case well inside a 2 MiB thread stack in debug builds.
 pub const MAX_NESTING: usize = 64;
 
-impl Program<'_> {
+impl Program<'_, '_> {
     fn nested<T>(
         &mut self,
         span: Span,
@@ -1115,7 +1115,7 @@ fn rebasable(v: &str) -> bool {
         || v.contains("://"))
 }
 
-impl Program<'_> {
+impl Program<'_, '_> {
     /// Rebases `context`/`contexts` values against the block's file directory
     /// in file-relative mode. Values read from another target
     /// (`target.x.context`) were rebased against that target's file already.
@@ -1175,7 +1175,7 @@ impl Program<'_> {
     }
 }
 
-impl Env for Program<'_> {
+impl Env for Program<'_, '_> {
     fn var(&mut self, name: &str, span: Span) -> Result<Option<Value>, Diags> {
         self.resolve(name, span)
     }
@@ -1256,8 +1256,8 @@ impl Env for Program<'_> {
             };
             for a in &attrs {
                 if let Some(v) = self.instance_attr(bi, ii, a, true)? {
-                    let v = match self.blocks[bi].body.attr(a).cloned() {
-                        Some(at) => self.rebase(bi, &at, v),
+                    let v = match self.blocks[bi].body.attr(a) {
+                        Some(at) => self.rebase(bi, at, v),
                         None => v,
                     };
                     part.set_attr(a, v).map_err(|m| {
@@ -1305,14 +1305,14 @@ impl Env for Program<'_> {
             ));
         }
         let dspan = decl.span;
-        let Some(result) = decl.result.clone() else {
+        let Some(result) = decl.result else {
             return Err(Diags::at(
                 dspan,
                 "Invalid function",
                 format!("empty result not allowed for {name}"),
             ));
         };
-        let Some(params) = decl.params.clone() else {
+        let Some(params) = decl.params else {
             return Err(Diags::at(
                 dspan,
                 "Invalid function",
@@ -1326,7 +1326,7 @@ impl Env for Program<'_> {
                 _ => None,
             }
         };
-        let Expr::Tuple(items, _) = &params else {
+        let Expr::Tuple(items, _) = params else {
             return Err(Diags::at(
                 params.span(),
                 "Invalid params",
@@ -1371,7 +1371,7 @@ impl Env for Program<'_> {
             name: name.to_string(),
             params: names,
             variadic,
-            result,
+            result: result.clone(),
         });
         self.func_progress.remove(name);
         self.user_funcs.insert(name.to_string(), f.clone());
