@@ -57,9 +57,18 @@ pub struct VariableInfo {
     pub span: Option<Span>,
 }
 
-/// (target, map attribute, key) → the span of the entry's value and the
-/// string it evaluated to; see [`Config::entry_spans`].
-pub type EntrySpans = HashMap<(String, String, String), (Span, String)>;
+/// One entry of a map attribute as a target's block wrote it: the key, the
+/// span of its value and the string the value evaluated to.
+#[derive(Clone, Debug)]
+pub struct EntrySpan {
+    pub key: String,
+    pub span: Span,
+    pub value: String,
+}
+
+/// target → map attribute → the entries its blocks wrote; see
+/// [`Config::entry_spans`]. Nested so that a lookup allocates nothing.
+pub type EntrySpans = HashMap<String, Vec<(&'static str, Vec<EntrySpan>)>>;
 
 /// The result of parsing: every target and group, in declaration order.
 #[derive(Clone, Debug, Default)]
@@ -73,8 +82,8 @@ pub struct Config {
     pub attr_spans: HashMap<(String, String), Span>,
     /// Where the entries of each target's map attributes (`args`,
     /// `contexts`, `labels`, `extra-hosts`) were written, for attributes
-    /// written as object literals with literal keys: (target, attribute,
-    /// key) → the span of the entry's value and the string it evaluated to.
+    /// written as object literals with literal keys: target → attribute →
+    /// key, the span of the entry's value and the string it evaluated to.
     /// As in merging, a later block's entry replaces an earlier one (a null
     /// value does not). Read it through [`Config::entry_span`].
     pub entry_spans: EntrySpans,
@@ -386,9 +395,11 @@ impl Config {
     /// `--set`) the attribute, when the target's blocks set it.
     pub fn entry_span(&self, target: &str, attr: &str, key: &str, value: &str) -> Option<Span> {
         self.entry_spans
-            .get(&(target.to_string(), attr.to_string(), key.to_string()))
-            .filter(|(_, v)| v == value)
-            .map(|(s, _)| *s)
+            .get(target)
+            .and_then(|attrs| attrs.iter().find(|(a, _)| *a == attr))
+            .and_then(|(_, entries)| entries.iter().find(|e| e.key == key))
+            .filter(|e| e.value == value)
+            .map(|e| e.span)
             .or_else(|| {
                 self.attr_spans
                     .get(&(target.to_string(), attr.to_string()))
@@ -397,34 +408,95 @@ impl Config {
     }
 }
 
+/// The entries of map attribute `attr` of a decoded target, sorted by key:
+/// (the attribute's name, [(key, value)]); `None` for other attributes or
+/// when it is unset.
+type MapView<'t> = (&'static str, Vec<(&'t str, Option<&'t str>)>);
+
+fn map_view<'t>(t: &'t Target, attr: &str) -> Option<MapView<'t>> {
+    let opt = |m: &'t BTreeMap<String, Option<String>>| {
+        m.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
+    };
+    match attr {
+        "contexts" => t.contexts.as_ref().map(|m| {
+            (
+                "contexts",
+                m.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))).collect(),
+            )
+        }),
+        "args" => t.args.as_ref().map(|m| ("args", opt(m))),
+        "labels" => t.labels.as_ref().map(|m| ("labels", opt(m))),
+        "extra-hosts" => t.extra_hosts.as_ref().map(|m| ("extra-hosts", opt(m))),
+        _ => None,
+    }
+}
+
+/// An object key's name when it is written literally (see
+/// [`ObjKey::literal_name`]), borrowed where it can be.
+fn literal_key(k: &ObjKey) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    match k {
+        ObjKey::Ident(name, _) => Some(Cow::Borrowed(name)),
+        ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(Cow::Borrowed(s)),
+        ObjKey::Expr(e) => e.template_text().map(Cow::Owned),
+    }
+}
+
 /// Records where the entries of map attribute `a` of one block of `target`
 /// (decoded as `t`) were written; see [`Config::entry_spans`].
 fn record_entry_spans(spans: &mut EntrySpans, target: &str, a: &Attribute, t: &Target) {
-    let Some(map) = t.map_attr(&a.name) else {
+    let Some((attr, map)) = map_view(t, &a.name) else {
         return;
     };
-    let slot = |key: &str| (target.to_string(), a.name.clone(), key.to_string());
-    // This block's values replace earlier blocks' when the targets merge.
-    for (k, v) in &map {
-        if v.is_some() {
-            spans.remove(&slot(k));
-        }
-    }
-    let Expr::Object(items, _) = &a.expr else {
-        return;
-    };
-    // Later entries win; an entry before a computed key may be replaced
-    // by it, so only the entries after the last computed key are recorded.
-    let mut seen = HashSet::new();
-    for (k, e) in items.iter().rev() {
-        let Some(key) = k.literal_name() else {
-            break;
+    let record = |attrs: &mut Vec<(&'static str, Vec<EntrySpan>)>| {
+        let entries = match attrs.iter().position(|(n, _)| *n == attr) {
+            Some(i) => &mut attrs[i].1,
+            None => {
+                attrs.push((attr, Vec::new()));
+                &mut attrs.last_mut().expect("just pushed").1
+            }
         };
-        if !seen.insert(key.clone()) {
-            continue;
+        // This block's values replace earlier blocks' when the targets merge.
+        entries.retain(|e| {
+            !matches!(
+                map.binary_search_by(|(k, _)| (*k).cmp(e.key.as_str())),
+                Ok(i) if map[i].1.is_some()
+            )
+        });
+        let Expr::Object(items, _) = &a.expr else {
+            return;
+        };
+        // Later entries win; an entry before a computed key may be replaced
+        // by it, so only the entries after the last computed key are recorded.
+        let mut seen: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+        for (k, e) in items.iter().rev() {
+            let Some(key) = literal_key(k) else {
+                break;
+            };
+            if seen.contains(&key) {
+                continue;
+            }
+            if let Ok(i) = map.binary_search_by(|(k, _)| (*k).cmp(&key))
+                && let Some(v) = map[i].1
+            {
+                entries.retain(|e| e.key != *key);
+                entries.push(EntrySpan {
+                    key: key.to_string(),
+                    span: e.span(),
+                    value: v.to_string(),
+                });
+            }
+            seen.push(key);
         }
-        if let Some(Some(v)) = map.get(&key) {
-            spans.insert(slot(&key), (e.span(), v.clone()));
+    };
+    match spans.get_mut(target) {
+        Some(attrs) => record(attrs),
+        None => {
+            let mut attrs = Vec::new();
+            record(&mut attrs);
+            if attrs.iter().any(|(_, e)| !e.is_empty()) {
+                spans.insert(target.to_string(), attrs);
+            }
         }
     }
 }
