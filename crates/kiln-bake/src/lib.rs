@@ -9,6 +9,7 @@
 pub mod ast;
 pub mod diag;
 pub mod eval;
+mod fxhash;
 pub mod json;
 pub mod model;
 #[doc(hidden)]

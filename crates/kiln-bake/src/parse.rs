@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
-use indexmap::IndexMap;
 
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
+use crate::fxhash::{FxHashMap, FxHashSet, FxIndexMap};
 use crate::eval::{Env, Evaluator, UserFunc, type_expr};
 use crate::model::{Group, TARGET_ATTRS, Target, parse_go_bool};
 use crate::value::{Type, Value, convert, from_json_typed, parse_number};
@@ -68,7 +68,7 @@ pub struct EntrySpan {
 
 /// target → map attribute → the entries its blocks wrote; see
 /// [`Config::entry_spans`]. Nested so that a lookup allocates nothing.
-pub type EntrySpans = HashMap<String, Vec<(&'static str, Vec<EntrySpan>)>>;
+pub type EntrySpans = FxHashMap<String, Vec<(&'static str, Vec<EntrySpan>)>>;
 
 /// The result of parsing: every target and group, in declaration order.
 #[derive(Clone, Debug, Default)]
@@ -117,27 +117,29 @@ struct Instance {
 }
 
 /// (block kind, final name) → (block, instance) positions.
-type InstanceIndex = HashMap<(String, String), Vec<(usize, usize)>>;
+type InstanceIndex = FxHashMap<(String, String), Vec<(usize, usize)>>;
 
 /// The evaluation of one set of bodies, which it reads in place (`'b`).
 struct Program<'o, 'b> {
     opts: &'o Options,
     file_dirs: Vec<String>,
-    vars: IndexMap<String, VarDecl<'b>>,
-    attrs: IndexMap<String, &'b Attribute>,
-    funcs: IndexMap<String, FuncDecl<'b>>,
+    vars: FxIndexMap<String, VarDecl<'b>>,
+    attrs: FxIndexMap<String, &'b Attribute>,
+    funcs: FxIndexMap<String, FuncDecl<'b>>,
     blocks: Vec<&'b Block>,
-    values: HashMap<String, Value>,
-    sources: HashMap<String, &'static str>,
-    progress: HashSet<String>,
-    user_funcs: HashMap<String, Rc<UserFunc>>,
-    func_progress: HashSet<String>,
+    values: FxHashMap<String, Value>,
+    sources: FxHashMap<String, &'static str>,
+    progress: FxHashSet<String>,
+    user_funcs: FxHashMap<String, Rc<UserFunc>>,
+    func_progress: FxHashSet<String>,
     instances: Vec<Option<Rc<Vec<Instance>>>>,
-    inst_progress: HashSet<usize>,
+    inst_progress: FxHashSet<usize>,
     /// (block, instance, attribute index) → value, for attributes read
     /// through `target.x.y` references.
-    attr_cache: HashMap<(usize, usize, usize), Value>,
-    attr_progress: HashSet<(usize, usize, usize)>,
+    attr_cache: FxHashMap<(usize, usize, usize), Value>,
+    /// The attributes being evaluated, innermost last (at most
+    /// [`MAX_NESTING`] deep, so a scan beats hashing).
+    attr_progress: Vec<(usize, usize, usize)>,
     /// How many lazy resolutions (variable → variable, attribute → target
     /// reference, ...) are in progress; bounded so chains cannot exhaust
     /// the stack.
@@ -149,7 +151,7 @@ struct Program<'o, 'b> {
     /// insert (blocks are decoded once per matrix instance and per
     /// reference).
     warnings: Vec<Diag>,
-    warned: HashSet<Span>,
+    warned: FxHashSet<Span>,
 }
 
 const RESERVED_KINDS: &[&str] = &["target", "group"];
@@ -162,24 +164,24 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             .iter()
             .map(|n| kiln_util::gopath::dir(n))
             .collect(),
-        vars: IndexMap::new(),
-        attrs: IndexMap::new(),
-        funcs: IndexMap::new(),
+        vars: Default::default(),
+        attrs: Default::default(),
+        funcs: Default::default(),
         blocks: Vec::new(),
-        values: HashMap::new(),
-        sources: HashMap::new(),
-        progress: HashSet::new(),
-        user_funcs: HashMap::new(),
-        func_progress: HashSet::new(),
+        values: Default::default(),
+        sources: Default::default(),
+        progress: Default::default(),
+        user_funcs: Default::default(),
+        func_progress: Default::default(),
         instances: Vec::new(),
-        inst_progress: HashSet::new(),
-        attr_cache: HashMap::new(),
-        attr_progress: HashSet::new(),
+        inst_progress: Default::default(),
+        attr_cache: Default::default(),
+        attr_progress: Vec::new(),
         index: None,
         indexing: false,
         nesting: 0,
         warnings: Vec::new(),
-        warned: HashSet::new(),
+        warned: Default::default(),
     };
     let reserved = |n: &str| RESERVED_KINDS.contains(&n) || opts.builtins.contains_key(n);
     for body in bodies {
@@ -311,9 +313,16 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         });
     }
 
-    // Decode blocks in order.
-    let mut target_index: HashMap<String, usize> = HashMap::new();
-    let mut group_index: HashMap<String, usize> = HashMap::new();
+    // Decode blocks in order. The span tables get one entry per target
+    // (and attribute): sized up front rather than rehashed as they grow
+    // (matrix instances are not counted, so this is a lower bound).
+    let targets = p.blocks.iter().filter(|b| b.kind == "target");
+    cfg.attr_spans
+        .reserve(targets.clone().map(|b| b.body.attrs.len()).sum());
+    cfg.target_spans.reserve(targets.clone().count());
+    cfg.target_dirs.reserve(targets.count());
+    let mut target_index: FxHashMap<String, usize> = FxHashMap::default();
+    let mut group_index: FxHashMap<String, usize> = FxHashMap::default();
     let mut implicit: Vec<Group> = Vec::new();
     for bi in 0..p.blocks.len() {
         let insts = p.instances(bi)?;
@@ -965,13 +974,15 @@ impl<'b> Program<'_, 'b> {
             return Ok(None);
         };
         let key = (bi, ii, ai);
-        if let Some(v) = self.attr_cache.get(&key) {
+        if !self.attr_cache.is_empty()
+            && let Some(v) = self.attr_cache.get(&key)
+        {
             return Ok(Some(v.clone()));
         }
         let a = &block.body.attrs[ai];
         let insts = self.instances(bi)?;
         let inst = &insts[ii];
-        if !self.attr_progress.insert(key) {
+        if self.attr_progress.contains(&key) {
             return Err(Diags::at(
                 a.expr.span(),
                 "Invalid expression",
@@ -981,10 +992,11 @@ impl<'b> Program<'_, 'b> {
                 ),
             ));
         }
+        self.attr_progress.push(key);
         let locals = inst.locals.clone();
         let span = a.expr.span();
         let r = self.nested(span, |p| Evaluator::with_locals(p, locals).eval(&a.expr));
-        self.attr_progress.remove(&key);
+        self.attr_progress.pop();
         let v = r?;
         if store {
             self.attr_cache.insert(key, v.clone());
@@ -1133,7 +1145,7 @@ impl Program<'_, '_> {
     fn find_instances(&mut self, kind: &str, name: &str) -> Result<Vec<(usize, usize)>, Diags> {
         if self.index.is_none() && !self.indexing {
             self.indexing = true;
-            let mut idx = InstanceIndex::new();
+            let mut idx = InstanceIndex::default();
             let mut r = Ok(());
             for bi in 0..self.blocks.len() {
                 match self.instances(bi) {
