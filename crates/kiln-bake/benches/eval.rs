@@ -415,7 +415,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--profile-load") {
         // Only `load`, N targets R times: for a profiler.
-        let n = args.get(i + 1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
+        let n = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
         let r = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(10);
         let wl = generate(n, &Funcs::probe());
         let opts = options();

@@ -3,14 +3,14 @@
 //! attributes, `target`/`group` blocks with `matrix` and `name`, lazy
 //! `target.<name>.<attr>` references, and duplicate-block merging.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
-
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
-use crate::fxhash::{FxHashMap, FxHashSet, FxIndexMap};
 use crate::eval::{Env, Evaluator, UserFunc, type_expr};
+use crate::fxhash::{FxHashMap, FxHashSet, FxIndexMap};
 use crate::model::{Group, TARGET_ATTRS, Target, parse_go_bool};
 use crate::value::{Type, Value, convert, from_json_typed, parse_number};
 
@@ -57,6 +57,65 @@ pub struct VariableInfo {
     pub span: Option<Span>,
 }
 
+/// Where each target's attributes were first declared, kept per target (a
+/// short list each) rather than one entry per (target, attribute) pair.
+#[derive(Clone, Debug, Default)]
+pub struct AttrSpans(FxHashMap<String, Vec<(Cow<'static, str>, Span)>>);
+
+impl AttrSpans {
+    /// The span of attribute `attr` of `target`.
+    pub fn span(&self, target: &str, attr: &str) -> Option<Span> {
+        self.get_ref(target, attr).copied()
+    }
+
+    /// [`AttrSpans::span`] keyed by a (target, attribute) pair, as a map
+    /// of such pairs would be.
+    pub fn get(&self, key: &(String, String)) -> Option<&Span> {
+        self.get_ref(&key.0, &key.1)
+    }
+
+    fn get_ref(&self, target: &str, attr: &str) -> Option<&Span> {
+        self.0
+            .get(target)?
+            .iter()
+            .find(|(a, _)| a == attr)
+            .map(|(_, s)| s)
+    }
+
+    /// Records the attributes of one block of `target`; an attribute
+    /// already recorded keeps its first span.
+    fn record(&mut self, target: &str, attrs: &[Attribute]) {
+        let name = |a: &Attribute| -> Cow<'static, str> {
+            match TARGET_ATTRS
+                .iter()
+                .chain(["matrix", "name"].iter())
+                .find(|k| **k == a.name)
+            {
+                Some(k) => Cow::Borrowed(k),
+                None => Cow::Owned(a.name.clone()),
+            }
+        };
+        match self.0.get_mut(target) {
+            Some(list) => {
+                for a in attrs {
+                    if !list.iter().any(|(n, _)| *n == a.name) {
+                        list.push((name(a), a.expr.span()));
+                    }
+                }
+            }
+            None => {
+                let mut list: Vec<(Cow<'static, str>, Span)> = Vec::with_capacity(attrs.len());
+                for a in attrs {
+                    if !list.iter().any(|(n, _)| *n == a.name) {
+                        list.push((name(a), a.expr.span()));
+                    }
+                }
+                self.0.insert(target.to_string(), list);
+            }
+        }
+    }
+}
+
 /// One entry of a map attribute as a target's block wrote it: the key, the
 /// span of its value and the string the value evaluated to.
 #[derive(Clone, Debug)]
@@ -79,7 +138,7 @@ pub struct Config {
     /// Where each target was first declared (block header).
     pub target_spans: HashMap<String, Span>,
     /// Where each target's attributes were declared (first occurrence).
-    pub attr_spans: HashMap<(String, String), Span>,
+    pub attr_spans: AttrSpans,
     /// Where the entries of each target's map attributes (`args`,
     /// `contexts`, `labels`, `extra-hosts`) were written, for attributes
     /// written as object literals with literal keys: target → attribute →
@@ -313,12 +372,11 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         });
     }
 
-    // Decode blocks in order. The span tables get one entry per target
-    // (and attribute): sized up front rather than rehashed as they grow
-    // (matrix instances are not counted, so this is a lower bound).
+    // Decode blocks in order. The span tables get one entry per target:
+    // sized up front rather than rehashed as they grow (matrix instances
+    // are not counted, so this is a lower bound).
     let targets = p.blocks.iter().filter(|b| b.kind == "target");
-    cfg.attr_spans
-        .reserve(targets.clone().map(|b| b.body.attrs.len()).sum());
+    cfg.attr_spans.0.reserve(targets.clone().count());
     cfg.target_spans.reserve(targets.clone().count());
     cfg.target_dirs.reserve(targets.count());
     let mut target_index: FxHashMap<String, usize> = FxHashMap::default();
@@ -355,10 +413,8 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 .cloned()
                 .unwrap_or_else(|| ".".into());
             cfg.target_dirs.entry(inst.name.clone()).or_insert(dir);
+            cfg.attr_spans.record(&inst.name, &p.blocks[bi].body.attrs);
             for a in &p.blocks[bi].body.attrs {
-                cfg.attr_spans
-                    .entry((inst.name.clone(), a.name.clone()))
-                    .or_insert(a.expr.span());
                 record_entry_spans(&mut cfg.entry_spans, &inst.name, a, &t);
             }
             if let Some(&i) = target_index.get(&inst.name) {
@@ -409,11 +465,7 @@ impl Config {
             .and_then(|(_, entries)| entries.iter().find(|e| e.key == key))
             .filter(|e| e.value == value)
             .map(|e| e.span)
-            .or_else(|| {
-                self.attr_spans
-                    .get(&(target.to_string(), attr.to_string()))
-                    .copied()
-            })
+            .or_else(|| self.attr_spans.span(target, attr))
     }
 }
 
@@ -430,7 +482,9 @@ fn map_view<'t>(t: &'t Target, attr: &str) -> Option<MapView<'t>> {
         "contexts" => t.contexts.as_ref().map(|m| {
             (
                 "contexts",
-                m.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))).collect(),
+                m.iter()
+                    .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+                    .collect(),
             )
         }),
         "args" => t.args.as_ref().map(|m| ("args", opt(m))),
@@ -1786,6 +1840,37 @@ unknown \"u\" {
         assert!(
             e.contains("does not have an attribute named \"provenance\""),
             "{e}"
+        );
+    }
+
+    /// The span tables are read by other crates the way a map of
+    /// (target, attribute) pairs is read; they must keep reading the same.
+    #[test]
+    fn attribute_spans_read_like_a_map_of_pairs() {
+        let bake = load(
+            "target \"a\" {\n  context = \".\"\n  contexts = { x = \"target:b\" }\n}\ntarget \"b\" {}\n",
+        );
+        let cfg = &bake.config;
+        let n = "a".to_string();
+        let own = cfg.attr_spans.get(&(n.clone(), "contexts".into()));
+        assert!(own.is_some());
+        let s = own.or(cfg.target_spans.get(&n)).copied();
+        assert_eq!(s, cfg.attr_spans.span("a", "contexts"));
+        let mut out = Vec::new();
+        if let Some(s) = cfg.attr_spans.get(&(n.to_string(), "context".to_string())) {
+            out.push(*s);
+        }
+        assert_eq!(out.len(), 1);
+        assert!(
+            cfg.attr_spans
+                .get(&("b".into(), "context".into()))
+                .is_none()
+        );
+        assert!(
+            cfg.attr_spans
+                .get(&("b".into(), "tags".into()))
+                .or_else(|| cfg.target_spans.get("b"))
+                .is_some()
         );
     }
 
