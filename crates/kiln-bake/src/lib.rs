@@ -146,13 +146,15 @@ fn parse_file_with(
             path: name.to_string(),
         });
     }
-    let id = sources.add(Source::new(name, text.clone()));
+    // The file is kept once, in `sources`, and parsed from there.
+    let id = sources.add(Source::new(name, text));
+    let text = sources.files[id as usize].text.as_str();
     let r = if name.ends_with(".json") {
-        json::parse_body(&text, id)
+        json::parse_body(text, id)
     } else if name.ends_with(".hcl") {
-        native(&text, id)
+        native(text, id)
     } else {
-        native(&text, id).or_else(|e| json::parse_body(&text, id).map_err(|_| e))
+        native(text, id).or_else(|e| json::parse_body(text, id).map_err(|_| e))
     };
     r.map_err(|diags| Error::Eval {
         diags,
