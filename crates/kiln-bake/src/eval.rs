@@ -369,7 +369,16 @@ impl<'e> Evaluator<'e> {
         if let [TPart::Interp(e)] = parts {
             return self.eval(e);
         }
-        let mut out = String::new();
+        // Sized for the literal text and a short value per interpolation,
+        // which covers most templates without growing.
+        let guess = parts
+            .iter()
+            .map(|p| match p {
+                TPart::Lit(s) => s.len(),
+                _ => 16,
+            })
+            .sum();
+        let mut out = String::with_capacity(guess);
         self.render_parts(parts, &mut out, span)?;
         Ok(Value::String(out))
     }

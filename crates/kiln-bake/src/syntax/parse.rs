@@ -672,43 +672,50 @@ impl<'a> Parser<'a> {
             }
         }
         self.opd += ops.len();
-        // Operator precedence (shunting-yard, left associative).
-        let mut vals: Vec<(Expr, usize, usize)> = vec![(lhs, start, lhs_end)];
-        let mut pending: Vec<BinOp> = Vec::new();
-        fn reduce(vals: &mut Vec<(Expr, usize, usize)>, op: BinOp, p: &Parser) {
-            let (r, _, re) = vals.pop().expect("an operand per operator");
-            let (l, ls, _) = vals.pop().expect("an operand per operator");
-            vals.push((
-                Expr::Binary {
-                    op,
-                    lhs: Box::new(l),
-                    rhs: Box::new(r),
-                    span: p.sp_(ls, re),
-                },
-                ls,
-                re,
-            ));
-        }
-        for (op, rhs, rs, re) in ops {
-            while let Some(&top) = pending.last() {
-                if precedence(top) >= precedence(op) {
-                    pending.pop();
-                    reduce(&mut vals, top, self);
-                } else {
-                    break;
-                }
-            }
-            pending.push(op);
-            vals.push((rhs, rs, re));
-        }
-        while let Some(top) = pending.pop() {
-            reduce(&mut vals, top, self);
-        }
-        let (mut e, _, _) = vals.pop().expect("one result");
+        let mut it = ops.into_iter().peekable();
+        let (mut e, _, _) = self.climb((lhs, start, lhs_end), 0, &mut it);
         if let Expr::Binary { span, .. } = &mut e {
             *span = self.sp_(start, self.pos);
         }
         Ok(e)
+    }
+
+    /// Groups a chain of operators by precedence, left to right
+    /// (precedence climbing; recursion only per precedence level).
+    fn climb(
+        &self,
+        mut lhs: (Expr, usize, usize),
+        min: u8,
+        it: &mut std::iter::Peekable<std::vec::IntoIter<(BinOp, Expr, usize, usize)>>,
+    ) -> (Expr, usize, usize) {
+        while let Some(&(op, ..)) = it.peek() {
+            if precedence(op) < min {
+                break;
+            }
+            let Some((op, rhs, rs, re)) = it.next() else {
+                break;
+            };
+            let mut rhs = (rhs, rs, re);
+            while let Some(&(next, ..)) = it.peek() {
+                if precedence(next) <= precedence(op) {
+                    break;
+                }
+                rhs = self.climb(rhs, precedence(op) + 1, it);
+            }
+            let (l, ls, _) = lhs;
+            let (r, _, re) = rhs;
+            lhs = (
+                Expr::Binary {
+                    op,
+                    lhs: Box::new(l),
+                    rhs: Box::new(r),
+                    span: self.sp_(ls, re),
+                },
+                ls,
+                re,
+            );
+        }
+        lhs
     }
 
     fn binary_op(&mut self, nl: bool, nth: usize) -> R<(BinOp, Expr, usize, usize)> {
