@@ -424,9 +424,9 @@ impl<'e> Evaluator<'e> {
                     for (k, v) in items {
                         let n = self.locals.len();
                         if let Some(kv) = key_var {
-                            self.locals.push((kv.clone(), k));
+                            self.locals.push((kv.to_string(), k));
                         }
-                        self.locals.push((val_var.clone(), v));
+                        self.locals.push((val_var.to_string(), v));
                         let r = self.render_parts(body, out, span);
                         self.locals.truncate(n);
                         r?;

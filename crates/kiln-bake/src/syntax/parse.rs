@@ -1599,7 +1599,7 @@ impl<'a> Parser<'a> {
         }
         Ok((
             TPart::If {
-                cond,
+                cond: Box::new(cond),
                 then,
                 otherwise,
                 span: self.sp_(start, self.pos),
@@ -1659,9 +1659,9 @@ impl<'a> Parser<'a> {
         };
         Ok((
             TPart::For {
-                key_var,
-                val_var,
-                coll,
+                key_var: key_var.map(String::into_boxed_str),
+                val_var: val_var.into_boxed_str(),
+                coll: Box::new(coll),
                 body,
                 span: self.sp_(start, self.pos),
             },
