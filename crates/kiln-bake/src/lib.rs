@@ -125,8 +125,8 @@ fn looks_like_compose(name: &str, text: &str) -> bool {
     if COMPOSE_FILES.contains(&base) || base.ends_with(".yml") || base.ends_with(".yaml") {
         return true;
     }
-    // YAML with a top-level `services:` key.
-    text.lines().any(|l| l.starts_with("services:"))
+    // YAML with a top-level `services:` key (a line that starts with it).
+    text.starts_with("services:") || text.contains("\nservices:")
 }
 
 /// Parses one file into a body, choosing the syntax by extension as bake does

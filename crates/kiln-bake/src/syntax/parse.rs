@@ -210,7 +210,11 @@ impl<'a> Parser<'a> {
     }
 
     fn peek_char(&self) -> Option<char> {
-        self.s.get(self.pos..).and_then(|r| r.chars().next())
+        match self.b.get(self.pos) {
+            Some(&c) if c.is_ascii() => Some(c as char),
+            None => None,
+            Some(_) => self.s.get(self.pos..).and_then(|r| r.chars().next()),
+        }
     }
 
     fn starts(&self, lit: &str) -> bool {
@@ -265,20 +269,53 @@ impl<'a> Parser<'a> {
     /// An identifier's byte range; does not move on failure.
     fn ident(&mut self) -> Option<(usize, usize)> {
         let start = self.pos;
-        let mut chars = self.s.get(start..)?.char_indices();
-        let (_, c) = chars.next()?;
-        if !is_id_start(c) {
-            return None;
+        let b = self.b;
+        // ASCII names (nearly all) without decoding characters.
+        match b.get(start) {
+            Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
+            Some(c) if c.is_ascii() => return None,
+            None => return None,
+            Some(_) => return self.ident_unicode(),
         }
-        let mut end = start + c.len_utf8();
-        for (i, c) in chars {
-            if !is_id_continue(c) {
+        let mut end = start + 1;
+        while let Some(&c) = b.get(end) {
+            if c.is_ascii_alphanumeric() || c == b'_' || c == b'-' {
+                end += 1;
+            } else if c.is_ascii() {
                 break;
+            } else {
+                // A non-ASCII character: finish the general way.
+                self.pos = end;
+                let rest = self.ident_rest(end);
+                self.pos = rest;
+                return Some((start, rest));
             }
-            end = start + i + c.len_utf8();
         }
         self.pos = end;
         Some((start, end))
+    }
+
+    fn ident_unicode(&mut self) -> Option<(usize, usize)> {
+        let start = self.pos;
+        let c = self.s.get(start..)?.chars().next()?;
+        if !is_id_start(c) {
+            return None;
+        }
+        let end = self.ident_rest(start + c.len_utf8());
+        self.pos = end;
+        Some((start, end))
+    }
+
+    /// The end of the identifier characters from `from` on.
+    fn ident_rest(&self, from: usize) -> usize {
+        let mut end = from;
+        for c in self.s[from..].chars() {
+            if !is_id_continue(c) {
+                break;
+            }
+            end += c.len_utf8();
+        }
+        end
     }
 
     fn cut_ident(&mut self) -> R<(usize, usize)> {
