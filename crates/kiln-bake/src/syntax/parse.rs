@@ -468,6 +468,9 @@ impl<'a> Parser<'a> {
             }
         }
         self.ws();
+        // The tree lives through evaluation: no spare capacity in it.
+        out.attrs.shrink_to_fit();
+        out.blocks.shrink_to_fit();
         Ok(out)
     }
 
@@ -844,7 +847,8 @@ impl<'a> Parser<'a> {
             self.pos = cp;
             return Ok(e);
         }
-        let steps = self.traversal(*nl)?;
+        let mut steps = self.traversal(*nl)?;
+        steps.shrink_to_fit();
         Ok(Expr::Traversal {
             root: Box::new(e),
             steps,
@@ -1107,6 +1111,7 @@ impl<'a> Parser<'a> {
         if !self.eat(b')') {
             return Err(Fail::cut(&[Ctx::Char(')'), Ctx::Desc("expression")]));
         }
+        args.shrink_to_fit();
         Ok(Expr::Call {
             name,
             args,
@@ -1181,6 +1186,7 @@ impl<'a> Parser<'a> {
         self.eat(b',');
         self.ws();
         self.cut_char(b']')?;
+        items.shrink_to_fit();
         Ok(Expr::Tuple(items, self.sp_(start, self.pos)))
     }
 
@@ -1321,6 +1327,7 @@ impl<'a> Parser<'a> {
             }
         }
         self.cut_char(b'}')?;
+        items.shrink_to_fit();
         Ok(Expr::Object(items, self.sp_(start, self.pos)))
     }
 
@@ -1798,7 +1805,9 @@ fn finish(mut parts: Vec<Part>) -> Vec<TPart> {
             *s = s.trim_start().to_string();
         }
     }
-    parts.into_iter().map(|(p, _, _)| p).collect()
+    let mut out: Vec<TPart> = parts.into_iter().map(|(p, _, _)| p).collect();
+    out.shrink_to_fit();
+    out
 }
 
 fn strip_leading(parts: &mut [TPart]) {
