@@ -116,6 +116,23 @@ impl AttrSpans {
     }
 }
 
+/// How many targets a block will make, as far as can be told before
+/// evaluating it: the product of the list lengths of a literal `matrix`
+/// (1 when there is none or it is computed).
+fn estimated_instances(b: &Block) -> usize {
+    let Some(Expr::Object(items, _)) = b.body.attr("matrix").map(|a| &a.expr) else {
+        return 1;
+    };
+    items
+        .iter()
+        .map(|(_, v)| match v {
+            Expr::Tuple(vals, _) => vals.len().max(1),
+            _ => 1,
+        })
+        .fold(1usize, |n, k| n.saturating_mul(k))
+        .min(100_000)
+}
+
 /// One entry of a map attribute as a target's block wrote it: the key, the
 /// span of its value and the string the value evaluated to.
 #[derive(Clone, Debug)]
@@ -372,14 +389,21 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         });
     }
 
-    // Decode blocks in order. The span tables get one entry per target:
-    // sized up front rather than rehashed as they grow (matrix instances
-    // are not counted, so this is a lower bound).
-    let targets = p.blocks.iter().filter(|b| b.kind == "target");
-    cfg.attr_spans.0.reserve(targets.clone().count());
-    cfg.target_spans.reserve(targets.clone().count());
-    cfg.target_dirs.reserve(targets.count());
+    // Decode blocks in order. The targets and the span tables get one
+    // entry per target: sized up front rather than grown by doubling (which
+    // briefly holds the old and the new copy, and leaves spare room).
+    let targets: usize = p
+        .blocks
+        .iter()
+        .filter(|b| b.kind == "target")
+        .map(|b| estimated_instances(b))
+        .sum();
+    cfg.targets.reserve(targets);
+    cfg.attr_spans.0.reserve(targets);
+    cfg.target_spans.reserve(targets);
+    cfg.target_dirs.reserve(targets);
     let mut target_index: FxHashMap<String, usize> = FxHashMap::default();
+    target_index.reserve(targets);
     let mut group_index: FxHashMap<String, usize> = FxHashMap::default();
     let mut implicit: Vec<Group> = Vec::new();
     for bi in 0..p.blocks.len() {
