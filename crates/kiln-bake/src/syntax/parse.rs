@@ -10,6 +10,8 @@
 
 use std::collections::HashSet;
 
+use crate::fxhash::FxHashSet;
+
 use crate::ast::*;
 use crate::value::Value;
 
@@ -1283,6 +1285,7 @@ impl<'a> Parser<'a> {
             })));
         }
         let mut items: Vec<(ObjKey, Expr)> = Vec::new();
+        let mut signatures: Option<FxHashSet<String>> = None;
         loop {
             self.ws();
             match self.peek() {
@@ -1292,7 +1295,22 @@ impl<'a> Parser<'a> {
             }
             let cp = self.pos;
             let key = self.object_key()?;
-            if items.iter().any(|(k, _)| same_key(k, &key, self)) {
+            // Small objects compare keys pairwise; a large one switches to
+            // a set of key signatures, so that it stays linear.
+            let repeated = match &mut signatures {
+                Some(set) => !set.insert(key_signature(&key, self)),
+                None => {
+                    let repeated = items.iter().any(|(k, _)| same_key(k, &key, self));
+                    if !repeated && items.len() >= 32 {
+                        let mut set: FxHashSet<String> =
+                            items.iter().map(|(k, _)| key_signature(k, self)).collect();
+                        set.insert(key_signature(&key, self));
+                        signatures = Some(set);
+                    }
+                    repeated
+                }
+            };
+            if repeated {
                 self.pos = cp;
                 return Err(Fail::cut(&[
                     Ctx::Label("object item"),
@@ -1904,6 +1922,21 @@ fn same_key(a: &ObjKey, b: &ObjKey, p: &Parser) -> bool {
             }
         }
         _ => false,
+    }
+}
+
+/// A string that two keys share exactly when [`same_key`] holds for them.
+fn key_signature(k: &ObjKey, p: &Parser) -> String {
+    match k {
+        ObjKey::Ident(n, _) => format!("i{n}"),
+        ObjKey::Expr(e) => {
+            let paren = p.b.get(e.span().start as usize - p.base) == Some(&b'(');
+            let paren = if paren { "(" } else { "-" };
+            match e {
+                Expr::Literal(Value::String(s), _) => format!("s{paren}{s}"),
+                _ => format!("e{paren}{}", without_spans(e)),
+            }
+        }
     }
 }
 
