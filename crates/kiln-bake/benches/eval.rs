@@ -36,7 +36,8 @@
 //! (`parse::parse`), the memory load takes per target, measured in a fresh
 //! child process (`load peak B`: peak RSS during syntax + evaluation above
 //! the RSS before it, the generated text being in both; `load kept B`: the
-//! RSS still added after it, the syntax tree and the evaluated config), resolving `default` vs
+//! RSS still added after it; `tree B`: what the syntax tree alone added,
+//! before evaluation), resolving `default` vs
 //! resolving every target by name (isolates group expansion), and the cost
 //! of dropping the results.
 //!
@@ -44,6 +45,8 @@
 //! `replace`, `split`) be missing from the stdlib, it is written as an
 //! equivalent template instead; the substitutions are printed and recorded,
 //! so compare figures only between runs with the same substitutions.
+//!
+//! `--profile-load N R` runs only `load` of N targets R times (for `perf`).
 //!
 //! Run (release, ~1 min on 2 cores): `cargo bench -p kiln-bake --bench eval`
 //! Other sizes / breakdown: `cargo bench -p kiln-bake --bench eval -- 2000 20000 --breakdown`
@@ -335,9 +338,10 @@ fn breakdown(n: usize, f: &Funcs, opts: &Options) -> J {
     let t8 = Stamp::now();
     let mut row = serde_json::Map::new();
     row.insert("n".into(), json!(n));
-    if let Some((peak, kept)) = load_memory(n) {
+    if let Some((peak, kept, tree)) = load_memory(n) {
         row.insert("load_peak_bytes".into(), json!(peak));
         row.insert("load_kept_bytes".into(), json!(kept));
+        row.insert("syntax_tree_bytes".into(), json!(tree));
     }
     for (key, (b, a)) in [
         ("syntax", (t1, t0)),
@@ -356,39 +360,52 @@ fn breakdown(n: usize, f: &Funcs, opts: &Options) -> J {
 
 /// The memory `load` takes for N targets, measured in a fresh process (this
 /// benchmark run as a child with `--load-memory-child N`), so that no heap
-/// kept from earlier work hides it: (peak RSS during load, RSS after it),
-/// each above the RSS before it, in bytes.
-fn load_memory(n: usize) -> Option<(u64, u64)> {
+/// kept from earlier work hides it: (peak RSS during load, RSS after it,
+/// RSS after the syntax pass alone), each above the RSS before it, in bytes.
+fn load_memory(n: usize) -> Option<(u64, u64, u64)> {
     let out = std::process::Command::new(std::env::current_exe().ok()?)
         .args(["--load-memory-child", &n.to_string()])
         .output()
         .ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
     let mut it = text.split_whitespace().map(|w| w.parse::<u64>().ok());
-    Some((it.next()??, it.next()??))
+    Some((it.next()??, it.next()??, it.next()??))
 }
 
-/// The child side of [`load_memory`]: prints "peak kept" in bytes.
+/// The child side of [`load_memory`]: prints "peak kept tree" in bytes,
+/// `tree` being what the syntax tree alone added (before evaluation).
 fn load_memory_child(n: usize) {
     let f = Funcs::probe();
     let opts = options();
-    let files = vec![("docker-bake.hcl".to_string(), generate(n, &f).text)];
+    let name = "docker-bake.hcl".to_string();
+    let text = generate(n, &f).text;
     let before = proc_status("VmRSS:");
     if !reset_peak_rss() {
         return;
     }
-    let bake = load(files, &opts).expect("load");
-    let (Some(before), Some(peak), Some(after)) =
-        (before, proc_status("VmHWM:"), proc_status("VmRSS:"))
+    // `load`, in its two steps.
+    let mut sources = kiln_bake::Sources::default();
+    let body = kiln_bake::parse_file(&mut sources, &name, text).expect("syntax");
+    let tree = proc_status("VmRSS:");
+    let config = kiln_bake::parse::parse(
+        std::slice::from_ref(&body),
+        std::slice::from_ref(&name),
+        &opts,
+    )
+    .expect("evaluate");
+    drop(body);
+    let (Some(before), Some(tree), Some(peak), Some(after)) =
+        (before, tree, proc_status("VmHWM:"), proc_status("VmRSS:"))
     else {
         return;
     };
     println!(
-        "{} {}",
+        "{} {} {}",
         peak.saturating_sub(before) * 1024,
-        after.saturating_sub(before) * 1024
+        after.saturating_sub(before) * 1024,
+        tree.saturating_sub(before) * 1024
     );
-    drop(bake);
+    drop((config, sources));
 }
 
 /// The 1-minute load average, to flag runs on a busy machine.
@@ -411,6 +428,21 @@ fn target_dir() -> PathBuf {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--profile-load") {
+        // Only `load`, N targets R times: for a profiler.
+        let n = args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10_000);
+        let r = args.get(i + 2).and_then(|n| n.parse().ok()).unwrap_or(10);
+        let wl = generate(n, &Funcs::probe());
+        let opts = options();
+        for _ in 0..r {
+            let files = vec![("docker-bake.hcl".to_string(), wl.text.clone())];
+            drop(load(files, &opts).expect("load"));
+        }
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--load-memory-child") {
         if let Some(n) = args.get(i + 1).and_then(|n| n.parse().ok()) {
             load_memory_child(n);
@@ -616,7 +648,7 @@ fn main() {
         );
         w!(
             out,
-            "{:>7} {:>10} {:>10} {:>8} {:>11} {:>11} {:>11} {:>12} {:>12} {:>11} {:>11}",
+            "{:>7} {:>10} {:>10} {:>8} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>11} {:>11}",
             "N",
             "syntax ms",
             "(old ms)",
@@ -624,6 +656,7 @@ fn main() {
             "evaluate ms",
             "load peak B",
             "load kept B",
+            "tree B",
             "res dflt ms",
             "res names ms",
             "drop res ms",
@@ -635,7 +668,7 @@ fn main() {
             let per_target = |k: &str| b[k].as_f64().unwrap_or(f64::NAN) / n as f64;
             w!(
                 out,
-                "{:>7} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>11.0} {:>11.0} {:>12.1} {:>12.1} {:>11.1} {:>11.1}",
+                "{:>7} {:>10.1} {:>10.1} {:>8.2} {:>11.1} {:>11.0} {:>11.0} {:>11.0} {:>12.1} {:>12.1} {:>11.1} {:>11.1}",
                 n,
                 g("syntax"),
                 g("syntax_baseline"),
@@ -643,6 +676,7 @@ fn main() {
                 g("evaluate"),
                 per_target("load_peak_bytes"),
                 per_target("load_kept_bytes"),
+                per_target("syntax_tree_bytes"),
                 g("resolve_default"),
                 g("resolve_names"),
                 g("drop_resolved"),

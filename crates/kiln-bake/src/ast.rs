@@ -103,20 +103,23 @@ impl Expr {
     }
 }
 
+/// One part of a template. The directives box their expression and keep
+/// names as `Box<str>` so that a part is no larger than an interpolation
+/// (templates are mostly literals and interpolations).
 #[derive(Clone, Debug)]
 pub enum TPart {
     Lit(String),
     Interp(Expr),
     If {
-        cond: Expr,
+        cond: Box<Expr>,
         then: Vec<TPart>,
         otherwise: Vec<TPart>,
         span: Span,
     },
     For {
-        key_var: Option<String>,
-        val_var: String,
-        coll: Expr,
+        key_var: Option<Box<str>>,
+        val_var: Box<str>,
+        coll: Box<Expr>,
         body: Vec<TPart>,
         span: Span,
     },

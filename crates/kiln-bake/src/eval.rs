@@ -369,7 +369,16 @@ impl<'e> Evaluator<'e> {
         if let [TPart::Interp(e)] = parts {
             return self.eval(e);
         }
-        let mut out = String::new();
+        // Sized for the literal text and a short value per interpolation,
+        // which covers most templates without growing.
+        let guess = parts
+            .iter()
+            .map(|p| match p {
+                TPart::Lit(s) => s.len(),
+                _ => 16,
+            })
+            .sum();
+        let mut out = String::with_capacity(guess);
         self.render_parts(parts, &mut out, span)?;
         Ok(Value::String(out))
     }
@@ -415,9 +424,9 @@ impl<'e> Evaluator<'e> {
                     for (k, v) in items {
                         let n = self.locals.len();
                         if let Some(kv) = key_var {
-                            self.locals.push((kv.clone(), k));
+                            self.locals.push((kv.to_string(), k));
                         }
-                        self.locals.push((val_var.clone(), v));
+                        self.locals.push((val_var.to_string(), v));
                         let r = self.render_parts(body, out, span);
                         self.locals.truncate(n);
                         r?;

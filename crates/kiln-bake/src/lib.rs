@@ -9,6 +9,7 @@
 pub mod ast;
 pub mod diag;
 pub mod eval;
+mod fxhash;
 pub mod json;
 pub mod model;
 #[doc(hidden)]
@@ -124,8 +125,8 @@ fn looks_like_compose(name: &str, text: &str) -> bool {
     if COMPOSE_FILES.contains(&base) || base.ends_with(".yml") || base.ends_with(".yaml") {
         return true;
     }
-    // YAML with a top-level `services:` key.
-    text.lines().any(|l| l.starts_with("services:"))
+    // YAML with a top-level `services:` key (a line that starts with it).
+    text.starts_with("services:") || text.contains("\nservices:")
 }
 
 /// Parses one file into a body, choosing the syntax by extension as bake does
@@ -145,13 +146,15 @@ fn parse_file_with(
             path: name.to_string(),
         });
     }
-    let id = sources.add(Source::new(name, text.clone()));
+    // The file is kept once, in `sources`, and parsed from there.
+    let id = sources.add(Source::new(name, text));
+    let text = sources.files[id as usize].text.as_str();
     let r = if name.ends_with(".json") {
-        json::parse_body(&text, id)
+        json::parse_body(text, id)
     } else if name.ends_with(".hcl") {
-        native(&text, id)
+        native(text, id)
     } else {
-        native(&text, id).or_else(|e| json::parse_body(&text, id).map_err(|_| e))
+        native(text, id).or_else(|e| json::parse_body(text, id).map_err(|_| e))
     };
     r.map_err(|diags| Error::Eval {
         diags,

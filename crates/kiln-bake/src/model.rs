@@ -250,13 +250,14 @@ fn want_bool(v: Value, attr: &str) -> Result<Option<bool>, String> {
 }
 
 fn want_strings(v: Value, attr: &str) -> Result<Option<Vec<String>>, String> {
-    if v.is_null() {
-        return Ok(None);
-    }
-    let Some(items) = v.as_seq() else {
-        return Err(format!(
-            "Inappropriate value for attribute {attr:?}: list of string required."
-        ));
+    let items = match v {
+        v if v.is_null() => return Ok(None),
+        Value::List(_, items) | Value::Set(_, items) | Value::Tuple(items) => items,
+        _ => {
+            return Err(format!(
+                "Inappropriate value for attribute {attr:?}: list of string required."
+            ));
+        }
     };
     let mut out = Vec::with_capacity(items.len());
     for it in items {
@@ -265,7 +266,7 @@ fn want_strings(v: Value, attr: &str) -> Result<Option<Vec<String>>, String> {
                 "Inappropriate value for attribute {attr:?}: element must not be null."
             ));
         }
-        match convert(it.clone(), &Type::String) {
+        match convert(it, &Type::String) {
             Ok(Value::String(s)) => out.push(s),
             _ => {
                 return Err(format!(
@@ -278,23 +279,24 @@ fn want_strings(v: Value, attr: &str) -> Result<Option<Vec<String>>, String> {
 }
 
 fn want_map(v: Value, attr: &str) -> Result<Option<BTreeMap<String, Option<String>>>, String> {
-    if v.is_null() {
-        return Ok(None);
-    }
-    let Some(entries) = v.as_entries() else {
-        return Err(format!(
-            "Inappropriate value for attribute {attr:?}: map of string required."
-        ));
+    let entries = match v {
+        v if v.is_null() => return Ok(None),
+        Value::Map(_, m) | Value::Object(m) => m,
+        _ => {
+            return Err(format!(
+                "Inappropriate value for attribute {attr:?}: map of string required."
+            ));
+        }
     };
     let mut out = BTreeMap::new();
     for (k, e) in entries {
         if e.is_null() {
-            out.insert(k.clone(), None);
+            out.insert(k, None);
             continue;
         }
-        match convert(e.clone(), &Type::String) {
+        match convert(e, &Type::String) {
             Ok(Value::String(s)) => {
-                out.insert(k.clone(), Some(s));
+                out.insert(k, Some(s));
             }
             _ => {
                 return Err(format!(

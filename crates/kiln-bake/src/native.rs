@@ -300,7 +300,7 @@ impl Lower {
                         }
                         parts.push((
                             TPart::If {
-                                cond: self.expr(&ifd.if_expr.cond_expr),
+                                cond: Box::new(self.expr(&ifd.if_expr.cond_expr)),
                                 then,
                                 otherwise,
                                 span,
@@ -322,13 +322,9 @@ impl Lower {
                         }
                         parts.push((
                             TPart::For {
-                                key_var: fd
-                                    .for_expr
-                                    .key_var
-                                    .as_ref()
-                                    .map(|k| k.as_str().to_string()),
-                                val_var: fd.for_expr.value_var.as_str().to_string(),
-                                coll: self.expr(&fd.for_expr.collection_expr),
+                                key_var: fd.for_expr.key_var.as_ref().map(|k| k.as_str().into()),
+                                val_var: fd.for_expr.value_var.as_str().into(),
+                                coll: Box::new(self.expr(&fd.for_expr.collection_expr)),
                                 body,
                                 span,
                             },

@@ -3,14 +3,14 @@
 //! attributes, `target`/`group` blocks with `matrix` and `name`, lazy
 //! `target.<name>.<attr>` references, and duplicate-block merging.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
-
-use indexmap::IndexMap;
 
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
 use crate::eval::{Env, Evaluator, UserFunc, type_expr};
+use crate::fxhash::{FxHashMap, FxHashSet, FxIndexMap};
 use crate::model::{Group, TARGET_ATTRS, Target, parse_go_bool};
 use crate::value::{Type, Value, convert, from_json_typed, parse_number};
 
@@ -57,9 +57,94 @@ pub struct VariableInfo {
     pub span: Option<Span>,
 }
 
-/// (target, map attribute, key) → the span of the entry's value and the
-/// string it evaluated to; see [`Config::entry_spans`].
-pub type EntrySpans = HashMap<(String, String, String), (Span, String)>;
+/// Where each target's attributes were first declared, kept per target (a
+/// short list each) rather than one entry per (target, attribute) pair.
+#[derive(Clone, Debug, Default)]
+pub struct AttrSpans(FxHashMap<String, Vec<(Cow<'static, str>, Span)>>);
+
+impl AttrSpans {
+    /// The span of attribute `attr` of `target`.
+    pub fn span(&self, target: &str, attr: &str) -> Option<Span> {
+        self.get_ref(target, attr).copied()
+    }
+
+    /// [`AttrSpans::span`] keyed by a (target, attribute) pair, as a map
+    /// of such pairs would be.
+    pub fn get(&self, key: &(String, String)) -> Option<&Span> {
+        self.get_ref(&key.0, &key.1)
+    }
+
+    fn get_ref(&self, target: &str, attr: &str) -> Option<&Span> {
+        self.0
+            .get(target)?
+            .iter()
+            .find(|(a, _)| a == attr)
+            .map(|(_, s)| s)
+    }
+
+    /// Records the attributes of one block of `target`; an attribute
+    /// already recorded keeps its first span.
+    fn record(&mut self, target: &str, attrs: &[Attribute]) {
+        let name = |a: &Attribute| -> Cow<'static, str> {
+            match TARGET_ATTRS
+                .iter()
+                .chain(["matrix", "name"].iter())
+                .find(|k| **k == a.name)
+            {
+                Some(k) => Cow::Borrowed(k),
+                None => Cow::Owned(a.name.clone()),
+            }
+        };
+        match self.0.get_mut(target) {
+            Some(list) => {
+                for a in attrs {
+                    if !list.iter().any(|(n, _)| *n == a.name) {
+                        list.push((name(a), a.expr.span()));
+                    }
+                }
+            }
+            None => {
+                let mut list: Vec<(Cow<'static, str>, Span)> = Vec::with_capacity(attrs.len());
+                for a in attrs {
+                    if !list.iter().any(|(n, _)| *n == a.name) {
+                        list.push((name(a), a.expr.span()));
+                    }
+                }
+                self.0.insert(target.to_string(), list);
+            }
+        }
+    }
+}
+
+/// How many targets a block will make, as far as can be told before
+/// evaluating it: the product of the list lengths of a literal `matrix`
+/// (1 when there is none or it is computed).
+fn estimated_instances(b: &Block) -> usize {
+    let Some(Expr::Object(items, _)) = b.body.attr("matrix").map(|a| &a.expr) else {
+        return 1;
+    };
+    items
+        .iter()
+        .map(|(_, v)| match v {
+            Expr::Tuple(vals, _) => vals.len().max(1),
+            _ => 1,
+        })
+        .fold(1usize, |n, k| n.saturating_mul(k))
+        .min(100_000)
+}
+
+/// One entry of a map attribute as a target's block wrote it: the key, the
+/// span of its value and the string the value evaluated to.
+#[derive(Clone, Debug)]
+pub struct EntrySpan {
+    pub key: String,
+    pub span: Span,
+    pub value: String,
+}
+
+/// target → map attribute → the entries its blocks wrote; see
+/// [`Config::entry_spans`]. Nested so that a lookup allocates nothing.
+pub type EntrySpans = FxHashMap<String, Vec<(&'static str, Vec<EntrySpan>)>>;
 
 /// The result of parsing: every target and group, in declaration order.
 #[derive(Clone, Debug, Default)]
@@ -70,11 +155,11 @@ pub struct Config {
     /// Where each target was first declared (block header).
     pub target_spans: HashMap<String, Span>,
     /// Where each target's attributes were declared (first occurrence).
-    pub attr_spans: HashMap<(String, String), Span>,
+    pub attr_spans: AttrSpans,
     /// Where the entries of each target's map attributes (`args`,
     /// `contexts`, `labels`, `extra-hosts`) were written, for attributes
-    /// written as object literals with literal keys: (target, attribute,
-    /// key) → the span of the entry's value and the string it evaluated to.
+    /// written as object literals with literal keys: target → attribute →
+    /// key, the span of the entry's value and the string it evaluated to.
     /// As in merging, a later block's entry replaces an earlier one (a null
     /// value does not). Read it through [`Config::entry_span`].
     pub entry_spans: EntrySpans,
@@ -87,18 +172,18 @@ pub struct Config {
     pub warnings: Vec<Diag>,
 }
 
-struct VarDecl {
-    default: Option<Expr>,
-    ty: Option<Expr>,
-    description: Option<Expr>,
-    validations: Vec<Block>,
+struct VarDecl<'b> {
+    default: Option<&'b Expr>,
+    ty: Option<&'b Expr>,
+    description: Option<&'b Expr>,
+    validations: Vec<&'b Block>,
     span: Span,
 }
 
-struct FuncDecl {
-    params: Option<Expr>,
-    variadic: Option<Expr>,
-    result: Option<Expr>,
+struct FuncDecl<'b> {
+    params: Option<&'b Expr>,
+    variadic: Option<&'b Expr>,
+    result: Option<&'b Expr>,
     span: Span,
 }
 
@@ -108,26 +193,29 @@ struct Instance {
 }
 
 /// (block kind, final name) → (block, instance) positions.
-type InstanceIndex = HashMap<(String, String), Vec<(usize, usize)>>;
+type InstanceIndex = FxHashMap<(String, String), Vec<(usize, usize)>>;
 
-struct Program<'o> {
+/// The evaluation of one set of bodies, which it reads in place (`'b`).
+struct Program<'o, 'b> {
     opts: &'o Options,
     file_dirs: Vec<String>,
-    vars: IndexMap<String, VarDecl>,
-    attrs: IndexMap<String, Attribute>,
-    funcs: IndexMap<String, FuncDecl>,
-    blocks: Vec<Rc<Block>>,
-    values: HashMap<String, Value>,
-    sources: HashMap<String, &'static str>,
-    progress: HashSet<String>,
-    user_funcs: HashMap<String, Rc<UserFunc>>,
-    func_progress: HashSet<String>,
+    vars: FxIndexMap<String, VarDecl<'b>>,
+    attrs: FxIndexMap<String, &'b Attribute>,
+    funcs: FxIndexMap<String, FuncDecl<'b>>,
+    blocks: Vec<&'b Block>,
+    values: FxHashMap<String, Value>,
+    sources: FxHashMap<String, &'static str>,
+    progress: FxHashSet<String>,
+    user_funcs: FxHashMap<String, Rc<UserFunc>>,
+    func_progress: FxHashSet<String>,
     instances: Vec<Option<Rc<Vec<Instance>>>>,
-    inst_progress: HashSet<usize>,
+    inst_progress: FxHashSet<usize>,
     /// (block, instance, attribute index) → value, for attributes read
     /// through `target.x.y` references.
-    attr_cache: HashMap<(usize, usize, usize), Value>,
-    attr_progress: HashSet<(usize, usize, usize)>,
+    attr_cache: FxHashMap<(usize, usize, usize), Value>,
+    /// The attributes being evaluated, innermost last (at most
+    /// [`MAX_NESTING`] deep, so a scan beats hashing).
+    attr_progress: Vec<(usize, usize, usize)>,
     /// How many lazy resolutions (variable → variable, attribute → target
     /// reference, ...) are in progress; bounded so chains cannot exhaust
     /// the stack.
@@ -139,7 +227,7 @@ struct Program<'o> {
     /// insert (blocks are decoded once per matrix instance and per
     /// reference).
     warnings: Vec<Diag>,
-    warned: HashSet<Span>,
+    warned: FxHashSet<Span>,
 }
 
 const RESERVED_KINDS: &[&str] = &["target", "group"];
@@ -152,24 +240,24 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             .iter()
             .map(|n| kiln_util::gopath::dir(n))
             .collect(),
-        vars: IndexMap::new(),
-        attrs: IndexMap::new(),
-        funcs: IndexMap::new(),
+        vars: Default::default(),
+        attrs: Default::default(),
+        funcs: Default::default(),
         blocks: Vec::new(),
-        values: HashMap::new(),
-        sources: HashMap::new(),
-        progress: HashSet::new(),
-        user_funcs: HashMap::new(),
-        func_progress: HashSet::new(),
+        values: Default::default(),
+        sources: Default::default(),
+        progress: Default::default(),
+        user_funcs: Default::default(),
+        func_progress: Default::default(),
         instances: Vec::new(),
-        inst_progress: HashSet::new(),
-        attr_cache: HashMap::new(),
-        attr_progress: HashSet::new(),
+        inst_progress: Default::default(),
+        attr_cache: Default::default(),
+        attr_progress: Vec::new(),
         index: None,
         indexing: false,
         nesting: 0,
         warnings: Vec::new(),
-        warned: HashSet::new(),
+        warned: Default::default(),
     };
     let reserved = |n: &str| RESERVED_KINDS.contains(&n) || opts.builtins.contains_key(n);
     for body in bodies {
@@ -179,7 +267,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             }
             // The last file wins.
             p.attrs.shift_remove(&a.name);
-            p.attrs.insert(a.name.clone(), a.clone());
+            p.attrs.insert(a.name.clone(), a);
         }
         for b in &body.blocks {
             match b.kind.as_str() {
@@ -215,15 +303,14 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                             }
                         }
                         let decl = VarDecl {
-                            default: b.body.attr("default").map(|a| a.expr.clone()),
-                            ty: b.body.attr("type").map(|a| a.expr.clone()),
-                            description: b.body.attr("description").map(|a| a.expr.clone()),
+                            default: b.body.attr("default").map(|a| &a.expr),
+                            ty: b.body.attr("type").map(|a| &a.expr),
+                            description: b.body.attr("description").map(|a| &a.expr),
                             validations: b
                                 .body
                                 .blocks
                                 .iter()
                                 .filter(|vb| vb.kind == "validation")
-                                .cloned()
                                 .collect(),
                             span: b.labels[0].1,
                         };
@@ -231,9 +318,9 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                         p.vars.insert(name.clone(), decl);
                     } else {
                         let decl = FuncDecl {
-                            params: b.body.attr("params").map(|a| a.expr.clone()),
-                            variadic: b.body.attr("variadic_params").map(|a| a.expr.clone()),
-                            result: b.body.attr("result").map(|a| a.expr.clone()),
+                            params: b.body.attr("params").map(|a| &a.expr),
+                            variadic: b.body.attr("variadic_params").map(|a| &a.expr),
+                            result: b.body.attr("result").map(|a| &a.expr),
                             span: b.labels[0].1,
                         };
                         p.funcs.insert(name.clone(), decl);
@@ -251,7 +338,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                             ),
                         ));
                     }
-                    p.blocks.push(Rc::new(b.clone()));
+                    p.blocks.push(b);
                 }
                 // buildx reads the top level with partial schemas and drops
                 // the "Blocks are not allowed here" diagnostic of what
@@ -283,12 +370,12 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
 
     let mut cfg = Config::default();
     for n in &var_names {
-        let (dty, ddesc) = (p.vars[n].ty.clone(), p.vars[n].description.clone());
-        let ty = match &dty {
+        let (dty, ddesc) = (p.vars[n].ty, p.vars[n].description);
+        let ty = match dty {
             Some(t) => Some(type_expr(t)?),
             None => None,
         };
-        let description = match &ddesc {
+        let description = match ddesc {
             Some(e) => Evaluator::new(&mut p).eval(e)?.as_str().map(String::from),
             None => None,
         };
@@ -302,9 +389,22 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         });
     }
 
-    // Decode blocks in order.
-    let mut target_index: HashMap<String, usize> = HashMap::new();
-    let mut group_index: HashMap<String, usize> = HashMap::new();
+    // Decode blocks in order. The targets and the span tables get one
+    // entry per target: sized up front rather than grown by doubling (which
+    // briefly holds the old and the new copy, and leaves spare room).
+    let targets: usize = p
+        .blocks
+        .iter()
+        .filter(|b| b.kind == "target")
+        .map(|b| estimated_instances(b))
+        .sum();
+    cfg.targets.reserve(targets);
+    cfg.attr_spans.0.reserve(targets);
+    cfg.target_spans.reserve(targets);
+    cfg.target_dirs.reserve(targets);
+    let mut target_index: FxHashMap<String, usize> = FxHashMap::default();
+    target_index.reserve(targets);
+    let mut group_index: FxHashMap<String, usize> = FxHashMap::default();
     let mut implicit: Vec<Group> = Vec::new();
     for bi in 0..p.blocks.len() {
         let insts = p.instances(bi)?;
@@ -337,10 +437,8 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 .cloned()
                 .unwrap_or_else(|| ".".into());
             cfg.target_dirs.entry(inst.name.clone()).or_insert(dir);
+            cfg.attr_spans.record(&inst.name, &p.blocks[bi].body.attrs);
             for a in &p.blocks[bi].body.attrs {
-                cfg.attr_spans
-                    .entry((inst.name.clone(), a.name.clone()))
-                    .or_insert(a.expr.span());
                 record_entry_spans(&mut cfg.entry_spans, &inst.name, a, &t);
             }
             if let Some(&i) = target_index.get(&inst.name) {
@@ -386,45 +484,106 @@ impl Config {
     /// `--set`) the attribute, when the target's blocks set it.
     pub fn entry_span(&self, target: &str, attr: &str, key: &str, value: &str) -> Option<Span> {
         self.entry_spans
-            .get(&(target.to_string(), attr.to_string(), key.to_string()))
-            .filter(|(_, v)| v == value)
-            .map(|(s, _)| *s)
-            .or_else(|| {
-                self.attr_spans
-                    .get(&(target.to_string(), attr.to_string()))
-                    .copied()
-            })
+            .get(target)
+            .and_then(|attrs| attrs.iter().find(|(a, _)| *a == attr))
+            .and_then(|(_, entries)| entries.iter().find(|e| e.key == key))
+            .filter(|e| e.value == value)
+            .map(|e| e.span)
+            .or_else(|| self.attr_spans.span(target, attr))
+    }
+}
+
+/// The entries of map attribute `attr` of a decoded target, sorted by key:
+/// (the attribute's name, [(key, value)]); `None` for other attributes or
+/// when it is unset.
+type MapView<'t> = (&'static str, Vec<(&'t str, Option<&'t str>)>);
+
+fn map_view<'t>(t: &'t Target, attr: &str) -> Option<MapView<'t>> {
+    let opt = |m: &'t BTreeMap<String, Option<String>>| {
+        m.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
+    };
+    match attr {
+        "contexts" => t.contexts.as_ref().map(|m| {
+            (
+                "contexts",
+                m.iter()
+                    .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+                    .collect(),
+            )
+        }),
+        "args" => t.args.as_ref().map(|m| ("args", opt(m))),
+        "labels" => t.labels.as_ref().map(|m| ("labels", opt(m))),
+        "extra-hosts" => t.extra_hosts.as_ref().map(|m| ("extra-hosts", opt(m))),
+        _ => None,
+    }
+}
+
+/// An object key's name when it is written literally (see
+/// [`ObjKey::literal_name`]), borrowed where it can be.
+fn literal_key(k: &ObjKey) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    match k {
+        ObjKey::Ident(name, _) => Some(Cow::Borrowed(name)),
+        ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(Cow::Borrowed(s)),
+        ObjKey::Expr(e) => e.template_text().map(Cow::Owned),
     }
 }
 
 /// Records where the entries of map attribute `a` of one block of `target`
 /// (decoded as `t`) were written; see [`Config::entry_spans`].
 fn record_entry_spans(spans: &mut EntrySpans, target: &str, a: &Attribute, t: &Target) {
-    let Some(map) = t.map_attr(&a.name) else {
+    let Some((attr, map)) = map_view(t, &a.name) else {
         return;
     };
-    let slot = |key: &str| (target.to_string(), a.name.clone(), key.to_string());
-    // This block's values replace earlier blocks' when the targets merge.
-    for (k, v) in &map {
-        if v.is_some() {
-            spans.remove(&slot(k));
-        }
-    }
-    let Expr::Object(items, _) = &a.expr else {
-        return;
-    };
-    // Later entries win; an entry before a computed key may be replaced
-    // by it, so only the entries after the last computed key are recorded.
-    let mut seen = HashSet::new();
-    for (k, e) in items.iter().rev() {
-        let Some(key) = k.literal_name() else {
-            break;
+    let record = |attrs: &mut Vec<(&'static str, Vec<EntrySpan>)>| {
+        let entries = match attrs.iter().position(|(n, _)| *n == attr) {
+            Some(i) => &mut attrs[i].1,
+            None => {
+                attrs.push((attr, Vec::new()));
+                &mut attrs.last_mut().expect("just pushed").1
+            }
         };
-        if !seen.insert(key.clone()) {
-            continue;
+        // This block's values replace earlier blocks' when the targets merge.
+        entries.retain(|e| {
+            !matches!(
+                map.binary_search_by(|(k, _)| (*k).cmp(e.key.as_str())),
+                Ok(i) if map[i].1.is_some()
+            )
+        });
+        let Expr::Object(items, _) = &a.expr else {
+            return;
+        };
+        // Later entries win; an entry before a computed key may be replaced
+        // by it, so only the entries after the last computed key are recorded.
+        let mut seen: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+        for (k, e) in items.iter().rev() {
+            let Some(key) = literal_key(k) else {
+                break;
+            };
+            if seen.contains(&key) {
+                continue;
+            }
+            if let Ok(i) = map.binary_search_by(|(k, _)| (*k).cmp(&key))
+                && let Some(v) = map[i].1
+            {
+                entries.retain(|e| e.key != *key);
+                entries.push(EntrySpan {
+                    key: key.to_string(),
+                    span: e.span(),
+                    value: v.to_string(),
+                });
+            }
+            seen.push(key);
         }
-        if let Some(Some(v)) = map.get(&key) {
-            spans.insert(slot(&key), (e.span(), v.clone()));
+    };
+    match spans.get_mut(target) {
+        Some(attrs) => record(attrs),
+        None => {
+            let mut attrs = Vec::new();
+            record(&mut attrs);
+            if attrs.iter().any(|(_, e)| !e.is_empty()) {
+                spans.insert(target.to_string(), attrs);
+            }
         }
     }
 }
@@ -486,7 +645,7 @@ pub fn name_error(name: &str) -> String {
     format!("invalid target name {name:?}: only \"[a-zA-Z0-9_-]+\" is allowed")
 }
 
-impl Program<'_> {
+impl<'b> Program<'_, 'b> {
     fn warn(&mut self, d: Diag) {
         if d.span.is_none_or(|s| self.warned.insert(s)) {
             self.warnings.push(d);
@@ -494,7 +653,7 @@ impl Program<'_> {
     }
 
     fn var_type(&self, name: &str) -> Result<Option<Type>, Diags> {
-        match self.vars.get(name).and_then(|v| v.ty.as_ref()) {
+        match self.vars.get(name).and_then(|v| v.ty) {
             Some(t) => type_expr(t).map(Some).map_err(|mut e| {
                 for d in &mut e.0 {
                     d.detail = format!("{} (variable {name}): not a valid type", d.detail);
@@ -516,7 +675,7 @@ impl Program<'_> {
             self.sources.insert(name.to_string(), "builtin");
             return Ok(Some(v));
         }
-        let attr = self.attrs.get(name).map(|a| a.expr.clone());
+        let attr = self.attrs.get(name).map(|a| -> &'b Expr { &a.expr });
         let is_var = self.vars.contains_key(name);
         if attr.is_none() && !is_var {
             return Ok(None);
@@ -539,7 +698,7 @@ impl Program<'_> {
     fn resolve_inner(
         &mut self,
         name: &str,
-        attr: Option<Expr>,
+        attr: Option<&'b Expr>,
         is_var: bool,
     ) -> Result<Value, Diags> {
         let decl_span = self
@@ -550,7 +709,7 @@ impl Program<'_> {
         let invalid = |msg: String| Diags::one(Diag::new("Invalid value", msg, decl_span));
         let ty = self.var_type(name)?;
         let from_attr = attr.is_some();
-        let def_expr = attr.or_else(|| self.vars.get(name).and_then(|v| v.default.clone()));
+        let def_expr = attr.or_else(|| self.vars.get(name).and_then(|v| v.default));
         self.sources.insert(
             name.to_string(),
             if from_attr { "attribute" } else { "default" },
@@ -598,7 +757,7 @@ impl Program<'_> {
                 let raw = plain.clone().or(json_override.clone());
                 if let Some(s) = raw {
                     // The override's type follows the default's type.
-                    let dv = match &def_expr {
+                    let dv = match def_expr {
                         Some(e) => Evaluator::new(self).eval(e)?,
                         None => Value::null(),
                     };
@@ -618,7 +777,7 @@ impl Program<'_> {
             }
         }
 
-        let v = match &def_expr {
+        let v = match def_expr {
             Some(e) => Evaluator::new(self).eval(e)?,
             None => match &ty {
                 Some(t) => Value::Null(t.clone()),
@@ -627,7 +786,7 @@ impl Program<'_> {
         };
         match &ty {
             Some(t) => convert(v, t).map_err(|e| {
-                let span = def_expr.as_ref().map(Expr::span).or(decl_span);
+                let span = def_expr.map(Expr::span).or(decl_span);
                 Diags::one(Diag::new(
                     "Invalid value",
                     format!(
@@ -741,7 +900,7 @@ impl Program<'_> {
     }
 
     fn compute_instances(&mut self, bi: usize) -> Result<Vec<Instance>, Diags> {
-        let b = Rc::clone(&self.blocks[bi]);
+        let b = self.blocks[bi];
         let label = b.labels[0].0.clone();
         let lspan = b.labels[0].1;
         if !is_valid_name(&label) {
@@ -888,18 +1047,20 @@ impl Program<'_> {
         attr: &str,
         store: bool,
     ) -> Result<Option<Value>, Diags> {
-        let block = Rc::clone(&self.blocks[bi]);
+        let block = self.blocks[bi];
         let Some(ai) = block.body.attrs.iter().position(|a| a.name == attr) else {
             return Ok(None);
         };
         let key = (bi, ii, ai);
-        if let Some(v) = self.attr_cache.get(&key) {
+        if !self.attr_cache.is_empty()
+            && let Some(v) = self.attr_cache.get(&key)
+        {
             return Ok(Some(v.clone()));
         }
         let a = &block.body.attrs[ai];
         let insts = self.instances(bi)?;
         let inst = &insts[ii];
-        if !self.attr_progress.insert(key) {
+        if self.attr_progress.contains(&key) {
             return Err(Diags::at(
                 a.expr.span(),
                 "Invalid expression",
@@ -909,10 +1070,11 @@ impl Program<'_> {
                 ),
             ));
         }
+        self.attr_progress.push(key);
         let locals = inst.locals.clone();
         let span = a.expr.span();
         let r = self.nested(span, |p| Evaluator::with_locals(p, locals).eval(&a.expr));
-        self.attr_progress.remove(&key);
+        self.attr_progress.pop();
         let v = r?;
         if store {
             self.attr_cache.insert(key, v.clone());
@@ -925,7 +1087,7 @@ impl Program<'_> {
             name: name.to_string(),
             ..Target::default()
         };
-        let block = Rc::clone(&self.blocks[bi]);
+        let block = self.blocks[bi];
         let body = &block.body;
         // buildx decodes target bodies through a filtering body whose
         // `Content` is HCL's `PartialContent`: unknown attributes and all
@@ -967,7 +1129,7 @@ impl Program<'_> {
     }
 
     fn decode_group(&mut self, bi: usize) -> Result<Group, Diags> {
-        let b = self.blocks[bi].clone();
+        let b = self.blocks[bi];
         let mut g = Group {
             name: b.labels[0].0.clone(),
             ..Group::default()
@@ -1034,7 +1196,7 @@ impl Program<'_> {
 /// worst case well inside a 2 MiB thread stack in debug builds.
 pub const MAX_NESTING: usize = 64;
 
-impl Program<'_> {
+impl Program<'_, '_> {
     fn nested<T>(
         &mut self,
         span: Span,
@@ -1061,7 +1223,7 @@ impl Program<'_> {
     fn find_instances(&mut self, kind: &str, name: &str) -> Result<Vec<(usize, usize)>, Diags> {
         if self.index.is_none() && !self.indexing {
             self.indexing = true;
-            let mut idx = InstanceIndex::new();
+            let mut idx = InstanceIndex::default();
             let mut r = Ok(());
             for bi in 0..self.blocks.len() {
                 match self.instances(bi) {
@@ -1115,7 +1277,7 @@ fn rebasable(v: &str) -> bool {
         || v.contains("://"))
 }
 
-impl Program<'_> {
+impl Program<'_, '_> {
     /// Rebases `context`/`contexts` values against the block's file directory
     /// in file-relative mode. Values read from another target
     /// (`target.x.context`) were rebased against that target's file already.
@@ -1175,7 +1337,7 @@ impl Program<'_> {
     }
 }
 
-impl Env for Program<'_> {
+impl Env for Program<'_, '_> {
     fn var(&mut self, name: &str, span: Span) -> Result<Option<Value>, Diags> {
         self.resolve(name, span)
     }
@@ -1256,8 +1418,8 @@ impl Env for Program<'_> {
             };
             for a in &attrs {
                 if let Some(v) = self.instance_attr(bi, ii, a, true)? {
-                    let v = match self.blocks[bi].body.attr(a).cloned() {
-                        Some(at) => self.rebase(bi, &at, v),
+                    let v = match self.blocks[bi].body.attr(a) {
+                        Some(at) => self.rebase(bi, at, v),
                         None => v,
                     };
                     part.set_attr(a, v).map_err(|m| {
@@ -1305,14 +1467,14 @@ impl Env for Program<'_> {
             ));
         }
         let dspan = decl.span;
-        let Some(result) = decl.result.clone() else {
+        let Some(result) = decl.result else {
             return Err(Diags::at(
                 dspan,
                 "Invalid function",
                 format!("empty result not allowed for {name}"),
             ));
         };
-        let Some(params) = decl.params.clone() else {
+        let Some(params) = decl.params else {
             return Err(Diags::at(
                 dspan,
                 "Invalid function",
@@ -1326,7 +1488,7 @@ impl Env for Program<'_> {
                 _ => None,
             }
         };
-        let Expr::Tuple(items, _) = &params else {
+        let Expr::Tuple(items, _) = params else {
             return Err(Diags::at(
                 params.span(),
                 "Invalid params",
@@ -1371,7 +1533,7 @@ impl Env for Program<'_> {
             name: name.to_string(),
             params: names,
             variadic,
-            result,
+            result: result.clone(),
         });
         self.func_progress.remove(name);
         self.user_funcs.insert(name.to_string(), f.clone());
@@ -1702,6 +1864,37 @@ unknown \"u\" {
         assert!(
             e.contains("does not have an attribute named \"provenance\""),
             "{e}"
+        );
+    }
+
+    /// The span tables are read by other crates the way a map of
+    /// (target, attribute) pairs is read; they must keep reading the same.
+    #[test]
+    fn attribute_spans_read_like_a_map_of_pairs() {
+        let bake = load(
+            "target \"a\" {\n  context = \".\"\n  contexts = { x = \"target:b\" }\n}\ntarget \"b\" {}\n",
+        );
+        let cfg = &bake.config;
+        let n = "a".to_string();
+        let own = cfg.attr_spans.get(&(n.clone(), "contexts".into()));
+        assert!(own.is_some());
+        let s = own.or(cfg.target_spans.get(&n)).copied();
+        assert_eq!(s, cfg.attr_spans.span("a", "contexts"));
+        let mut out = Vec::new();
+        if let Some(s) = cfg.attr_spans.get(&(n.to_string(), "context".to_string())) {
+            out.push(*s);
+        }
+        assert_eq!(out.len(), 1);
+        assert!(
+            cfg.attr_spans
+                .get(&("b".into(), "context".into()))
+                .is_none()
+        );
+        assert!(
+            cfg.attr_spans
+                .get(&("b".into(), "tags".into()))
+                .or_else(|| cfg.target_spans.get("b"))
+                .is_some()
         );
     }
 

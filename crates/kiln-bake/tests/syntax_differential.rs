@@ -357,6 +357,36 @@ fn deep_nesting_and_long_chains_fail_the_same() {
 }
 
 #[test]
+fn large_objects_refuse_repeated_keys_the_same() {
+    let mut inputs = Vec::new();
+    for dup in ["k7", "\"q7\"", "(k7)", "\"${x}7\"", "k7.a", "none"] {
+        let mut items: Vec<String> = (0..100)
+            .map(|i| match i % 5 {
+                0 => format!("k{i} = {i}"),
+                1 => format!("\"q{i}\" = {i}"),
+                2 => format!("(k{i}) = {i}"),
+                3 => format!("\"${{x}}{i}\" = {i}"),
+                _ => format!("k{i}.a = {i}"),
+            })
+            .collect();
+        if dup != "none" {
+            items.insert(90, format!("{dup} = 0"));
+        }
+        inputs.push((
+            format!("object, repeated {dup}"),
+            format!("a = {{\n{}\n}}\n", items.join("\n")),
+        ));
+    }
+    assert_all_agree(&inputs);
+    // Linear in the number of keys: 50k keys parse at once.
+    let big: Vec<String> = (0..50_000).map(|i| format!("\"k{i}\" = {i}")).collect();
+    let text = format!("a = {{\n{}\n}}\n", big.join("\n"));
+    let t = std::time::Instant::now();
+    assert!(syntax::parse_body(&text, 0).is_ok());
+    assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
+}
+
+#[test]
 fn expressions_and_templates_parse_the_same() {
     let exprs = [
         "list(string)",

@@ -7,7 +7,6 @@
 //! Must never: touch bake blocks; only `homedir`, `timestamp` and `uuidv4` may
 //! read the environment, the clock or randomness.
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use crate::value::{Type, Value, convert};
@@ -120,7 +119,7 @@ impl From<&str> for FuncError {
     }
 }
 
-static TABLE: LazyLock<HashMap<&'static str, Function>> = LazyLock::new(|| {
+static TABLE: LazyLock<crate::fxhash::FxHashMap<&'static str, Function>> = LazyLock::new(|| {
     let mut all = Vec::new();
     collections::register(&mut all);
     encoding::register(&mut all);

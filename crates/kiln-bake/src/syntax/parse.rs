@@ -10,6 +10,8 @@
 
 use std::collections::HashSet;
 
+use crate::fxhash::FxHashSet;
+
 use crate::ast::*;
 use crate::value::Value;
 
@@ -210,7 +212,11 @@ impl<'a> Parser<'a> {
     }
 
     fn peek_char(&self) -> Option<char> {
-        self.s.get(self.pos..).and_then(|r| r.chars().next())
+        match self.b.get(self.pos) {
+            Some(&c) if c.is_ascii() => Some(c as char),
+            None => None,
+            Some(_) => self.s.get(self.pos..).and_then(|r| r.chars().next()),
+        }
     }
 
     fn starts(&self, lit: &str) -> bool {
@@ -265,20 +271,53 @@ impl<'a> Parser<'a> {
     /// An identifier's byte range; does not move on failure.
     fn ident(&mut self) -> Option<(usize, usize)> {
         let start = self.pos;
-        let mut chars = self.s.get(start..)?.char_indices();
-        let (_, c) = chars.next()?;
-        if !is_id_start(c) {
-            return None;
+        let b = self.b;
+        // ASCII names (nearly all) without decoding characters.
+        match b.get(start) {
+            Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
+            Some(c) if c.is_ascii() => return None,
+            None => return None,
+            Some(_) => return self.ident_unicode(),
         }
-        let mut end = start + c.len_utf8();
-        for (i, c) in chars {
-            if !is_id_continue(c) {
+        let mut end = start + 1;
+        while let Some(&c) = b.get(end) {
+            if c.is_ascii_alphanumeric() || c == b'_' || c == b'-' {
+                end += 1;
+            } else if c.is_ascii() {
                 break;
+            } else {
+                // A non-ASCII character: finish the general way.
+                self.pos = end;
+                let rest = self.ident_rest(end);
+                self.pos = rest;
+                return Some((start, rest));
             }
-            end = start + i + c.len_utf8();
         }
         self.pos = end;
         Some((start, end))
+    }
+
+    fn ident_unicode(&mut self) -> Option<(usize, usize)> {
+        let start = self.pos;
+        let c = self.s.get(start..)?.chars().next()?;
+        if !is_id_start(c) {
+            return None;
+        }
+        let end = self.ident_rest(start + c.len_utf8());
+        self.pos = end;
+        Some((start, end))
+    }
+
+    /// The end of the identifier characters from `from` on.
+    fn ident_rest(&self, from: usize) -> usize {
+        let mut end = from;
+        for c in self.s[from..].chars() {
+            if !is_id_continue(c) {
+                break;
+            }
+            end += c.len_utf8();
+        }
+        end
     }
 
     fn cut_ident(&mut self) -> R<(usize, usize)> {
@@ -431,6 +470,9 @@ impl<'a> Parser<'a> {
             }
         }
         self.ws();
+        // The tree lives through evaluation: no spare capacity in it.
+        out.attrs.shrink_to_fit();
+        out.blocks.shrink_to_fit();
         Ok(out)
     }
 
@@ -672,43 +714,50 @@ impl<'a> Parser<'a> {
             }
         }
         self.opd += ops.len();
-        // Operator precedence (shunting-yard, left associative).
-        let mut vals: Vec<(Expr, usize, usize)> = vec![(lhs, start, lhs_end)];
-        let mut pending: Vec<BinOp> = Vec::new();
-        fn reduce(vals: &mut Vec<(Expr, usize, usize)>, op: BinOp, p: &Parser) {
-            let (r, _, re) = vals.pop().expect("an operand per operator");
-            let (l, ls, _) = vals.pop().expect("an operand per operator");
-            vals.push((
-                Expr::Binary {
-                    op,
-                    lhs: Box::new(l),
-                    rhs: Box::new(r),
-                    span: p.sp_(ls, re),
-                },
-                ls,
-                re,
-            ));
-        }
-        for (op, rhs, rs, re) in ops {
-            while let Some(&top) = pending.last() {
-                if precedence(top) >= precedence(op) {
-                    pending.pop();
-                    reduce(&mut vals, top, self);
-                } else {
-                    break;
-                }
-            }
-            pending.push(op);
-            vals.push((rhs, rs, re));
-        }
-        while let Some(top) = pending.pop() {
-            reduce(&mut vals, top, self);
-        }
-        let (mut e, _, _) = vals.pop().expect("one result");
+        let mut it = ops.into_iter().peekable();
+        let (mut e, _, _) = self.climb((lhs, start, lhs_end), 0, &mut it);
         if let Expr::Binary { span, .. } = &mut e {
             *span = self.sp_(start, self.pos);
         }
         Ok(e)
+    }
+
+    /// Groups a chain of operators by precedence, left to right
+    /// (precedence climbing; recursion only per precedence level).
+    fn climb(
+        &self,
+        mut lhs: (Expr, usize, usize),
+        min: u8,
+        it: &mut std::iter::Peekable<std::vec::IntoIter<(BinOp, Expr, usize, usize)>>,
+    ) -> (Expr, usize, usize) {
+        while let Some(&(op, ..)) = it.peek() {
+            if precedence(op) < min {
+                break;
+            }
+            let Some((op, rhs, rs, re)) = it.next() else {
+                break;
+            };
+            let mut rhs = (rhs, rs, re);
+            while let Some(&(next, ..)) = it.peek() {
+                if precedence(next) <= precedence(op) {
+                    break;
+                }
+                rhs = self.climb(rhs, precedence(op) + 1, it);
+            }
+            let (l, ls, _) = lhs;
+            let (r, _, re) = rhs;
+            lhs = (
+                Expr::Binary {
+                    op,
+                    lhs: Box::new(l),
+                    rhs: Box::new(r),
+                    span: self.sp_(ls, re),
+                },
+                ls,
+                re,
+            );
+        }
+        lhs
     }
 
     fn binary_op(&mut self, nl: bool, nth: usize) -> R<(BinOp, Expr, usize, usize)> {
@@ -800,7 +849,8 @@ impl<'a> Parser<'a> {
             self.pos = cp;
             return Ok(e);
         }
-        let steps = self.traversal(*nl)?;
+        let mut steps = self.traversal(*nl)?;
+        steps.shrink_to_fit();
         Ok(Expr::Traversal {
             root: Box::new(e),
             steps,
@@ -1063,6 +1113,7 @@ impl<'a> Parser<'a> {
         if !self.eat(b')') {
             return Err(Fail::cut(&[Ctx::Char(')'), Ctx::Desc("expression")]));
         }
+        args.shrink_to_fit();
         Ok(Expr::Call {
             name,
             args,
@@ -1137,6 +1188,7 @@ impl<'a> Parser<'a> {
         self.eat(b',');
         self.ws();
         self.cut_char(b']')?;
+        items.shrink_to_fit();
         Ok(Expr::Tuple(items, self.sp_(start, self.pos)))
     }
 
@@ -1233,6 +1285,7 @@ impl<'a> Parser<'a> {
             })));
         }
         let mut items: Vec<(ObjKey, Expr)> = Vec::new();
+        let mut signatures: Option<FxHashSet<String>> = None;
         loop {
             self.ws();
             match self.peek() {
@@ -1242,7 +1295,22 @@ impl<'a> Parser<'a> {
             }
             let cp = self.pos;
             let key = self.object_key()?;
-            if items.iter().any(|(k, _)| same_key(k, &key, self)) {
+            // Small objects compare keys pairwise; a large one switches to
+            // a set of key signatures, so that it stays linear.
+            let repeated = match &mut signatures {
+                Some(set) => !set.insert(key_signature(&key, self)),
+                None => {
+                    let repeated = items.iter().any(|(k, _)| same_key(k, &key, self));
+                    if !repeated && items.len() >= 32 {
+                        let mut set: FxHashSet<String> =
+                            items.iter().map(|(k, _)| key_signature(k, self)).collect();
+                        set.insert(key_signature(&key, self));
+                        signatures = Some(set);
+                    }
+                    repeated
+                }
+            };
+            if repeated {
                 self.pos = cp;
                 return Err(Fail::cut(&[
                     Ctx::Label("object item"),
@@ -1277,6 +1345,7 @@ impl<'a> Parser<'a> {
             }
         }
         self.cut_char(b'}')?;
+        items.shrink_to_fit();
         Ok(Expr::Object(items, self.sp_(start, self.pos)))
     }
 
@@ -1592,7 +1661,7 @@ impl<'a> Parser<'a> {
         }
         Ok((
             TPart::If {
-                cond,
+                cond: Box::new(cond),
                 then,
                 otherwise,
                 span: self.sp_(start, self.pos),
@@ -1652,9 +1721,9 @@ impl<'a> Parser<'a> {
         };
         Ok((
             TPart::For {
-                key_var,
-                val_var,
-                coll,
+                key_var: key_var.map(String::into_boxed_str),
+                val_var: val_var.into_boxed_str(),
+                coll: Box::new(coll),
                 body,
                 span: self.sp_(start, self.pos),
             },
@@ -1754,7 +1823,9 @@ fn finish(mut parts: Vec<Part>) -> Vec<TPart> {
             *s = s.trim_start().to_string();
         }
     }
-    parts.into_iter().map(|(p, _, _)| p).collect()
+    let mut out: Vec<TPart> = parts.into_iter().map(|(p, _, _)| p).collect();
+    out.shrink_to_fit();
+    out
 }
 
 fn strip_leading(parts: &mut [TPart]) {
@@ -1851,6 +1922,21 @@ fn same_key(a: &ObjKey, b: &ObjKey, p: &Parser) -> bool {
             }
         }
         _ => false,
+    }
+}
+
+/// A string that two keys share exactly when [`same_key`] holds for them.
+fn key_signature(k: &ObjKey, p: &Parser) -> String {
+    match k {
+        ObjKey::Ident(n, _) => format!("i{n}"),
+        ObjKey::Expr(e) => {
+            let paren = p.b.get(e.span().start as usize - p.base) == Some(&b'(');
+            let paren = if paren { "(" } else { "-" };
+            match e {
+                Expr::Literal(Value::String(s), _) => format!("s{paren}{s}"),
+                _ => format!("e{paren}{}", without_spans(e)),
+            }
+        }
     }
 }
 

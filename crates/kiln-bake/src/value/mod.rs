@@ -321,7 +321,9 @@ pub fn format_number(n: f64) -> String {
         return "0".into();
     }
     if n.fract() == 0.0 && n.abs() < 1e21 {
-        return format!("{n:.0}");
+        // An integral f64 below 1e21 is exactly an i128: the same digits as
+        // `{n:.0}`, without the float formatting machinery.
+        return (n as i128).to_string();
     }
     let s = format!("{n}");
     if s.contains('e') {
@@ -360,14 +362,59 @@ pub fn parse_number(s: &str) -> Option<f64> {
 /// Converts a value to a type following cty's `convert.Convert` rules.
 /// The error text follows cty's wording ("a number is required", ...).
 pub fn convert(v: Value, ty: &Type) -> Result<Value, String> {
-    convert_at(v, ty, &mut Vec::new())
+    convert_at(v, ty, &Path::ROOT)
 }
 
-fn path_prefix(path: &[String]) -> String {
-    if path.is_empty() {
+/// Where a conversion is within the value (for error messages): a chain of
+/// steps on the stack, spelled out only when an error needs it.
+#[derive(Clone, Copy)]
+struct Path<'a> {
+    step: Step<'a>,
+    parent: Option<&'a Path<'a>>,
+    depth: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Root,
+    Index(usize),
+    Key(&'a str),
+    Attr(&'a str),
+}
+
+impl<'a> Path<'a> {
+    const ROOT: Path<'static> = Path {
+        step: Step::Root,
+        parent: None,
+        depth: 0,
+    };
+
+    fn then(&'a self, step: Step<'a>) -> Path<'a> {
+        Path {
+            step,
+            parent: Some(self),
+            depth: self.depth + 1,
+        }
+    }
+}
+
+fn path_prefix(path: &Path) -> String {
+    let mut steps = Vec::new();
+    let mut at = Some(path);
+    while let Some(p) = at {
+        match p.step {
+            Step::Root => {}
+            Step::Index(i) => steps.push(format!("[{i}]")),
+            Step::Key(k) => steps.push(format!("[{k:?}]")),
+            Step::Attr(k) => steps.push(format!(".{k}")),
+        }
+        at = p.parent;
+    }
+    if steps.is_empty() {
         String::new()
     } else {
-        format!("{}: ", path.join(""))
+        steps.reverse();
+        format!("{}: ", steps.concat())
     }
 }
 
@@ -375,11 +422,11 @@ fn path_prefix(path: &[String]) -> String {
 /// stack frame).
 pub const MAX_VALUE_DEPTH: usize = 128;
 
-fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, String> {
+fn convert_at(v: Value, ty: &Type, path: &Path) -> Result<Value, String> {
     if *ty == Type::Dynamic {
         return Ok(v);
     }
-    if path.len() > MAX_VALUE_DEPTH {
+    if path.depth > MAX_VALUE_DEPTH {
         return Err(format!(
             "{}value nests more than {MAX_VALUE_DEPTH} levels deep",
             path_prefix(path)
@@ -450,9 +497,7 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
             };
             let mut out = Vec::with_capacity(elems.len());
             for (i, e) in elems.into_iter().enumerate() {
-                path.push(format!("[{i}]"));
-                out.push(convert_at(e, &ety, path)?);
-                path.pop();
+                out.push(convert_at(e, &ety, &path.then(Step::Index(i)))?);
             }
             Ok(match ty {
                 Type::List(_) => Value::List(ety, out),
@@ -471,11 +516,11 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
                     ));
                 }
             };
-            let vals: Vec<Value> = entries.values().cloned().collect();
             let ety = if **et == Type::Dynamic {
                 if let Some(t) = source_ety.filter(|t| *t != Type::Dynamic) {
                     t
                 } else {
+                    let vals: Vec<Value> = entries.values().cloned().collect();
                     unify_values(&vals).ok_or_else(|| {
                         format!(
                             "{}all map elements must have the same type",
@@ -488,9 +533,7 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
             };
             let mut out = BTreeMap::new();
             for (k, e) in entries {
-                path.push(format!("[{k:?}]"));
-                let c = convert_at(e, &ety, path)?;
-                path.pop();
+                let c = convert_at(e, &ety, &path.then(Step::Key(&k)))?;
                 out.insert(k, c);
             }
             Ok(Value::Map(ety, out))
@@ -509,9 +552,7 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
             }
             let mut out = Vec::with_capacity(elems.len());
             for (i, (e, t)) in elems.into_iter().zip(ts).enumerate() {
-                path.push(format!("[{i}]"));
-                out.push(convert_at(e, t, path)?);
-                path.pop();
+                out.push(convert_at(e, t, &path.then(Step::Index(i)))?);
             }
             Ok(Value::Tuple(out))
         }
@@ -525,9 +566,7 @@ fn convert_at(v: Value, ty: &Type, path: &mut Vec<String>) -> Result<Value, Stri
                 let Some(e) = entries.remove(k) else {
                     return Err(format!("{}attribute {k:?} is required", path_prefix(path)));
                 };
-                path.push(format!(".{k}"));
-                let c = convert_at(e, t, path)?;
-                path.pop();
+                let c = convert_at(e, t, &path.then(Step::Attr(k)))?;
                 out.insert(k.clone(), c);
             }
             Ok(Value::Object(out))
@@ -653,6 +692,17 @@ mod tests {
         assert_eq!(format_number(2.5), "2.5");
         assert_eq!(format_number(-0.125), "-0.125");
         assert_eq!(format_number(1e20), "100000000000000000000");
+        // Integral values take a shortcut; it spells them as `{:.0}` does.
+        let mut x = 1.0f64;
+        while x < 1e21 {
+            for n in [x, -x, x + 1.0, x * 3.0 - 1.0, (x * 7.77).floor()] {
+                let n = n.floor();
+                if n != 0.0 && n.abs() < 1e21 {
+                    assert_eq!(format_number(n), format!("{n:.0}"), "{n}");
+                }
+            }
+            x *= 1.7;
+        }
         assert_eq!(format_number(0.1), "0.1");
     }
 
