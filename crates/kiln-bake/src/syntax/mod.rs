@@ -1,7 +1,7 @@
 //! The HCL native syntax front end: a hand-written parser that builds
 //! [`crate::ast`] directly from the text, with byte spans.
 //!
-//! It accepts exactly what the `hcl-edit` based front end ([`crate::native`],
+//! It accepts exactly what the `hcl-edit` based front end (`native.rs`,
 //! kept as the baseline) accepts and produces the same tree, spans included,
 //! and reports a syntax error at the same place with the same message. To
 //! get there it follows `hcl-edit`'s grammar decision for decision (where
