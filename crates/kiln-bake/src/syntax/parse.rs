@@ -1210,6 +1210,15 @@ impl<'a> Parser<'a> {
         }
         self.pos += 3;
         self.ws();
+        let vars = self.for_vars_in()?;
+        self.cut_char(b':')?;
+        Ok(vars)
+    }
+
+    /// After `for` (of an expression or a `%{for}` directive): `k, v in
+    /// coll` or `v in coll`, and the blanks after it → (key variable, value
+    /// variable, collection).
+    fn for_vars_in(&mut self) -> R<(Option<String>, String, Expr)> {
         let first = self.cut_ident()?;
         self.ws();
         let second = if self.eat(b',') {
@@ -1224,7 +1233,6 @@ impl<'a> Parser<'a> {
         self.ws();
         let coll = self.nested_expr(false)?;
         self.ws();
-        self.cut_char(b':')?;
         let first = self.text(first).to_string();
         Ok(match second {
             Some(v) => (Some(first), self.text(v).to_string(), coll),
@@ -1687,20 +1695,7 @@ impl<'a> Parser<'a> {
         self.ws();
         self.keyword("for")?;
         self.ws();
-        let first = self.cut_ident()?;
-        self.ws();
-        let second = if self.eat(b',') {
-            self.ws();
-            let id = self.cut_ident()?;
-            self.ws();
-            Some(id)
-        } else {
-            None
-        };
-        self.cut_tag("in")?;
-        self.ws();
-        let coll = self.nested_expr(false)?;
-        self.ws();
+        let (key_var, val_var, coll) = self.for_vars_in()?;
         let for_end = self.close()?;
         let mut body = self.inner_template()?;
         let endfor_start = self.open("%{")?;
@@ -1714,11 +1709,6 @@ impl<'a> Parser<'a> {
         if endfor_start {
             strip_trailing(&mut body);
         }
-        let first = self.text(first).to_string();
-        let (key_var, val_var) = match second {
-            Some(v) => (Some(first), self.text(v).to_string()),
-            None => (None, first),
-        };
         Ok((
             TPart::For {
                 key_var: key_var.map(String::into_boxed_str),
