@@ -7,7 +7,7 @@
 //! Must never: fail a run: a file that cannot be read is empty, one that
 //! cannot be written is not written.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The cache directory.
 pub fn dir() -> Option<PathBuf> {
@@ -30,18 +30,31 @@ pub fn read(name: &str) -> serde_json::Map<String, serde_json::Value> {
         .unwrap_or_default()
 }
 
-/// Replaces the cache file `name` with `map`: written to a temporary file
-/// and renamed, so a reader sees the old file or the new one.
+/// Replaces the cache file `name` with `map` ([`replace`]).
 pub fn write(name: &str, map: serde_json::Map<String, serde_json::Value>) {
-    let Some(dir) = dir() else { return };
-    if std::fs::create_dir_all(&dir).is_err() {
-        return;
-    }
-    let tmp = dir.join(format!(".{name}.{}", std::process::id()));
-    let Ok(text) = serde_json::to_vec(&serde_json::Value::Object(map)) else {
+    let (Some(dir), Ok(text)) = (dir(), serde_json::to_vec(&serde_json::Value::Object(map))) else {
         return;
     };
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, dir.join(name)).is_err() {
+    replace(&dir.join(name), &text);
+}
+
+/// Replaces `file` with `bytes`, best effort: written to a temporary file
+/// beside it and renamed, so a reader sees the old file or the new one;
+/// nothing happens when that cannot be done. For caches (this one, the
+/// checkout's `.kiln/git-stamps.json`), which can always be asked again.
+pub fn replace(file: &Path, bytes: &[u8]) {
+    let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
+        return;
+    };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let tmp = dir.join(format!(
+        ".{}.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, file).is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
 }

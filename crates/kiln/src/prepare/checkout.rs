@@ -248,18 +248,10 @@ pub fn recall(file: &Path) -> Option<Remembered> {
     serde_json::from_slice(&std::fs::read(file).ok()?).ok()
 }
 
-/// Best effort: written to a temporary file and renamed.
+/// Keeps what git said (best effort).
 pub fn keep(file: &Path, r: &Remembered) {
-    let Some(dir) = file.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
-    }
-    let tmp = dir.join(format!(".git-stamps.{}", std::process::id()));
-    let Ok(text) = serde_json::to_vec_pretty(r) else {
-        return;
-    };
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, file).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if let Ok(text) = serde_json::to_vec_pretty(r) {
+        kiln_engine::user_cache::replace(file, &text);
     }
 }
 
