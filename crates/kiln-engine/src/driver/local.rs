@@ -468,6 +468,26 @@ impl LocalEngine {
         futures_util::future::join_all(rest.iter().map(|r| self.image_id(r))).await;
     }
 
+    /// Looks up recorded images by their unique references and the tags
+    /// they should carry. On the classic store, one listing for all of them
+    /// (a reference-filtered listing names only the matching tags of each
+    /// image, so the tags must be in the same filter). On the containerd
+    /// store, the unique references first: each inspect names every tag of
+    /// its image, so only tags on another image (a pushed index) are asked
+    /// after them.
+    pub async fn prefetch_recorded(&self, unique: &[&str], tags: &[&str]) {
+        match self.image_store {
+            ImageStore::Classic => {
+                let all: Vec<&str> = unique.iter().chain(tags).copied().collect();
+                self.prefetch(&all).await;
+            }
+            ImageStore::Containerd => {
+                self.prefetch(unique).await;
+                self.prefetch(tags).await;
+            }
+        }
+    }
+
     /// The images that `references` name, in one request; `None` when the
     /// engine does not answer it in time.
     async fn list(&self, references: &[String]) -> Option<Vec<bollard::models::ImageSummary>> {

@@ -950,12 +950,8 @@ pub(super) async fn warm(
             Err(_) => break,
         }
     }
-    // The unique references first: what the engine says of each names
-    // every tag of its image, so only tags on another image (a pushed
-    // index on the containerd store) are asked after them.
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
-    engine.prefetch(&refs).await;
     let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
-    engine.prefetch(&tags).await;
+    engine.prefetch_recorded(&refs, &tags).await;
     warmed
 }
