@@ -662,6 +662,15 @@ fn seed_000_verification_protocol_on_a_wiped_builder() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The engine, its registry, the buildx configuration and the remote
+/// builder; `None` (after saying so) where there is no remote builder.
+fn remote_env() -> Option<(String, String, String, String)> {
+    let (host, reg) = engine()?;
+    let (config, _) = buildx_env()?;
+    let remote = remote_builder()?;
+    Some((host, reg, config, remote))
+}
+
 /// The dev environment's builder that keeps no image store (buildx's
 /// `remote` driver, `KILN_REMOTE_BUILDER`); `None` (after saying so) on
 /// the legacy engine.
@@ -706,11 +715,7 @@ fn registry_digest(reference: &str) -> String {
 /// target that does not push is refused before anything builds.
 #[test]
 fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
-    let Some((host, reg)) = engine() else { return };
-    let Some((config, _)) = buildx_env() else {
-        return;
-    };
-    let Some(remote) = remote_builder() else {
+    let Some((host, reg, config, remote)) = remote_env() else {
         return;
     };
     let salt = unique("");
@@ -1136,11 +1141,7 @@ fn platform_manifest(host: &str, repo: &str, digest: &str) -> String {
 /// a cold rebuild of the root alone, early cutoff keeps every dependent.
 #[test]
 fn a_cold_rebuild_of_the_unchanged_twin_is_byte_identical_on_a_registry_only_builder() {
-    let Some((host, reg)) = engine() else { return };
-    let Some((config, _)) = buildx_env() else {
-        return;
-    };
-    let Some(remote) = remote_builder() else {
+    let Some((host, reg, config, remote)) = remote_env() else {
         return;
     };
     let dir = twin_copy();
@@ -1228,11 +1229,7 @@ fn a_cold_rebuild_of_the_unchanged_twin_is_byte_identical_on_a_registry_only_bui
 /// pushed tag is checked in the registry (`verified`).
 #[test]
 fn a_no_op_run_on_a_remote_builder_starts_no_process() {
-    let Some((host, reg)) = engine() else { return };
-    let Some((config, _)) = buildx_env() else {
-        return;
-    };
-    let Some(remote) = remote_builder() else {
+    let Some((host, reg, config, remote)) = remote_env() else {
         return;
     };
     let salt = unique("noop-");
