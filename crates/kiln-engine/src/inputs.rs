@@ -358,6 +358,7 @@ pub fn gather_for_build(
         ssh: Vec::new(),
         source_date_epoch: spec.args.get("SOURCE_DATE_EPOCH").cloned(),
         labels: spec.labels.clone(),
+        attest: spec.attest.clone(),
     };
     m.normalize();
     Ok(Gathered {

@@ -89,6 +89,32 @@ pub enum RegistryError {
     Setup(String),
 }
 
+/// The manifest media types kiln reads: an index or one image's manifest,
+/// OCI or Docker's.
+const MANIFEST_TYPES: [&str; 4] = [
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+];
+
+/// What [`Registry::raw_manifest`] found.
+enum RawManifest {
+    Found(bytes::Bytes),
+    Absent,
+    /// The registry says it holds it but would not hand it over.
+    Unreadable,
+}
+
+/// A manifest's OCI descriptor, and its config's digest for one image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    pub media_type: String,
+    pub digest: String,
+    pub size: u64,
+    pub config_digest: Option<String>,
+}
+
 /// A registry client shared by a run: cheap to clone, safe to use from many
 /// tokio tasks at once (tokens are cached per repository and shared).
 #[derive(Clone)]
@@ -421,7 +447,7 @@ impl Registry {
             return Ok(false);
         }
         let name = dst.name();
-        let (hc, src_ref) = self.client_for(&src).await?;
+        let (hc, _) = self.client_for(&src).await?;
         let (_, dst_ref) = self.client_for(&dst).await?;
         let client = &hc.client;
         let auth = hc.credentials.auth.clone();
@@ -430,34 +456,20 @@ impl Registry {
             registry: dst.registry.clone(),
             detail: format!("pointing {name} at {digest}: no answer within {timeout:?}"),
         };
-        const ACCEPT: [&str; 4] = [
-            "application/vnd.oci.image.index.v1+json",
-            "application/vnd.oci.image.manifest.v1+json",
-            "application/vnd.docker.distribution.manifest.list.v2+json",
-            "application/vnd.docker.distribution.manifest.v2+json",
-        ];
-        let (bytes, _) = match tokio::time::timeout(
-            timeout,
-            retry(|| client.pull_manifest_raw(&src_ref, &auth, &ACCEPT)),
-        )
-        .await
-        {
-            Err(_) => return Err(unreachable()),
-            Ok(Err(e)) => {
-                return match classify(e, &hc, &src.registry, &src.name(), timeout)? {
-                    Resolution::Absent => Err(RegistryError::Protocol {
-                        registry: src.registry.clone(),
-                        detail: format!("{} is not in the registry any more", src.name()),
-                    }),
-                    Resolution::Found(_) => Ok(false),
-                };
+        let bytes = match self.raw_manifest(&src).await? {
+            RawManifest::Found(b) => b,
+            RawManifest::Absent => {
+                return Err(RegistryError::Protocol {
+                    registry: src.registry.clone(),
+                    detail: format!("{} is not in the registry any more", src.name()),
+                });
             }
-            Ok(Ok(m)) => m,
+            RawManifest::Unreadable => return Ok(false),
         };
         let media_type = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
             .and_then(|v| v["mediaType"].as_str().map(String::from))
-            .unwrap_or_else(|| ACCEPT[1].to_string());
+            .unwrap_or_else(|| MANIFEST_TYPES[1].to_string());
         let content_type = media_type.parse().map_err(|_| RegistryError::Protocol {
             registry: src.registry.clone(),
             detail: format!("{} has an unusable media type {media_type:?}", src.name()),
@@ -477,6 +489,55 @@ impl Registry {
             Ok(Err(e)) => classify(e, &hc, &dst.registry, &name, timeout).map(|_| false),
             Ok(Ok(_)) => Ok(true),
         }
+    }
+
+    /// The manifest `target` names, as the registry stores it (bytes).
+    async fn raw_manifest(&self, target: &Target) -> Result<RawManifest, RegistryError> {
+        let (hc, oci_ref) = self.client_for(target).await?;
+        let client = &hc.client;
+        let auth = hc.credentials.auth.clone();
+        let timeout = self.inner.timeout;
+        match tokio::time::timeout(
+            timeout,
+            retry(|| client.pull_manifest_raw(&oci_ref, &auth, &MANIFEST_TYPES)),
+        )
+        .await
+        {
+            Err(_) => Err(RegistryError::Unreachable {
+                registry: target.registry.clone(),
+                detail: format!("reading {}: no answer within {timeout:?}", target.name()),
+            }),
+            Ok(Err(e)) => match classify(e, &hc, &target.registry, &target.name(), timeout)? {
+                Resolution::Absent => Ok(RawManifest::Absent),
+                Resolution::Found(_) => Ok(RawManifest::Unreadable),
+            },
+            Ok(Ok((bytes, _))) => Ok(RawManifest::Found(bytes)),
+        }
+    }
+
+    /// The descriptor of the manifest `reference` names (`repo@digest` or a
+    /// tag) and its config's digest when it is one image's manifest, as
+    /// buildx's metadata file gives them (`containerimage.descriptor`,
+    /// `containerimage.config.digest`). `Ok(None)` when the registry does
+    /// not hold it.
+    pub async fn descriptor(&self, reference: &str) -> Result<Option<Described>, RegistryError> {
+        let target = Target::parse(reference)?;
+        let bytes = match self.raw_manifest(&target).await? {
+            RawManifest::Found(b) => b,
+            RawManifest::Absent | RawManifest::Unreadable => return Ok(None),
+        };
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let media_type = body["mediaType"]
+            .as_str()
+            .unwrap_or(MANIFEST_TYPES[1])
+            .to_string();
+        let digest = format!("sha256:{}", crate::identity::sha256_hex(&bytes));
+        Ok(Some(Described {
+            config_digest: body["config"]["digest"].as_str().map(String::from),
+            media_type,
+            digest,
+            size: bytes.len() as u64,
+        }))
     }
 
     async fn fetch(&self, target: Target) -> Result<Resolution, RegistryError> {

@@ -60,6 +60,19 @@ pub struct BuildSpec {
     pub platforms: Vec<String>,
     pub network: Option<String>,
     pub no_cache: bool,
+    /// Pull every referenced image (bake's `pull`, `--pull`): outside
+    /// images are resolved in their registry, and BuildKit pulls them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pull: bool,
+    /// Attestations (bake's `attest`, `--provenance`, `--sbom`), each as
+    /// buildx's `--attest` value (`type=provenance,mode=max`). They change
+    /// what is pushed, so they are part of the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attest: Vec<String>,
+    /// Entitlements the target asks for and `--allow` granted
+    /// (`network.host`, `security.insecure`), handed to buildx as `--allow`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
     pub contexts: BTreeMap<String, ContextSource>,
     pub secrets: Vec<SecretSpec>,
     /// Targets of this run that must finish first.

@@ -57,6 +57,10 @@ pub struct InputManifest {
     pub ssh: Vec<String>,
     pub source_date_epoch: Option<String>,
     pub labels: BTreeMap<String, String>,
+    /// Attestations (`--attest` values): they change what is pushed. Absent
+    /// when none, so keys made before the field existed stay the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attest: Vec<String>,
 }
 
 impl InputManifest {
@@ -179,6 +183,10 @@ pub enum Change {
         old: Option<String>,
         new: Option<String>,
     },
+    Attest {
+        old: Vec<String>,
+        new: Vec<String>,
+    },
     Label {
         name: String,
         old: Option<String>,
@@ -250,6 +258,9 @@ impl std::fmt::Display for Change {
             }
             Change::Label { name, old, new } => {
                 write!(f, "label {name}: {} → {}", shown(old), shown(new))
+            }
+            Change::Attest { old, new } => {
+                write!(f, "attestations [{}] → [{}]", old.join(" "), new.join(" "))
             }
         }
     }
@@ -356,6 +367,12 @@ pub fn diff(old: &InputManifest, new: &InputManifest) -> Vec<Change> {
     map_diff(&old.labels, &new.labels, |name, old, new| {
         out.push(Change::Label { name, old, new })
     });
+    if old.attest != new.attest {
+        out.push(Change::Attest {
+            old: old.attest.clone(),
+            new: new.attest.clone(),
+        });
+    }
     out
 }
 
@@ -387,6 +404,28 @@ mod tests {
 
     /// Builds the manifest the way the build will: analysis, consumed args,
     /// selected files.
+    #[test]
+    fn attestations_are_in_the_key_and_none_keeps_old_keys() {
+        let m = manifest(DF, &context(), &[]);
+        // No attestations: the field is not serialized, so a key made
+        // before it existed is the key made now.
+        assert!(
+            !String::from_utf8(serde_json::to_vec(&m).unwrap())
+                .unwrap()
+                .contains("attest")
+        );
+        let signed = InputManifest {
+            attest: vec!["type=provenance,mode=max".into()],
+            ..m.clone()
+        };
+        assert_ne!(m.key(), signed.key());
+        let changes = diff(&m, &signed);
+        assert_eq!(
+            changes.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            vec!["attestations [] → [type=provenance,mode=max]"]
+        );
+    }
+
     fn manifest(df: &str, ctx: &[ContextFile], args: &[(&str, &str)]) -> InputManifest {
         let given: BTreeMap<String, String> = args
             .iter()

@@ -24,7 +24,7 @@ pub enum Command {
     Plan(PlanArgs),
     /// Build targets (and everything they need) on the local engine,
     /// skipping those whose content key is already recorded.
-    Build(BuildArgs),
+    Build(Box<BuildArgs>),
     /// Say what changed in a target's inputs since its last recorded build.
     Why(WhyArgs),
     /// Find cache and hygiene defects in bake files, Dockerfiles and CI workflows.
@@ -451,9 +451,63 @@ pub struct BuildArgs {
     pub store: StoreArgs,
     #[command(flatten)]
     pub cache: CacheArgs,
+    #[command(flatten)]
+    pub bake_flags: BakeFlags,
     /// Targets or groups to build (default: `default`).
     #[arg(value_name = "TARGET|GROUP")]
     pub targets: Vec<String>,
+}
+
+/// `docker buildx bake`'s own flags, with bake's meaning (docs/commands/build.md
+/// says where kiln adds to it), so that a pipeline switches tools by one word.
+#[derive(Debug, Args, Default)]
+pub struct BakeFlags {
+    /// Shorthand for `--set=*.load=true` (bake's `--load`): the images end
+    /// in the Docker engine. The engine driver always keeps them there.
+    #[arg(long)]
+    pub load: bool,
+    /// Write the build result of every target to FILE in bake's
+    /// `--metadata-file` format (`containerimage.digest`, `image.name`, …),
+    /// skipped targets included.
+    #[arg(long, value_name = "FILE")]
+    pub metadata_file: Option<std::path::PathBuf>,
+    /// Do not use BuildKit's cache (`--set=*.no-cache=true`); implies
+    /// `--force`, so recorded targets are built too.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Always attempt to pull every referenced image (`--set=*.pull=true`):
+    /// outside images are resolved in their registry, not the engine's
+    /// copy, so a moved base tag changes the key.
+    #[arg(long)]
+    pub pull: bool,
+    /// Shorthand for `--set=*.attest=type=provenance,VALUE` (`true`,
+    /// `false`, `mode=max`, …); attestations are part of the key.
+    #[arg(long, value_name = "VALUE")]
+    pub provenance: Option<String>,
+    /// Shorthand for `--set=*.attest=type=sbom,VALUE`.
+    #[arg(long, value_name = "VALUE")]
+    pub sbom: Option<String>,
+    /// Allow a build to use an entitlement (`network.host`,
+    /// `security.insecure`, `fs=…`), as bake's `--allow`.
+    #[arg(long, value_name = "ENTITLEMENT")]
+    pub allow: Vec<String>,
+    /// Evaluate the build with a frontend method instead of building:
+    /// `build` (the default), `check`, `outline` or `targets`.
+    #[arg(long, value_name = "METHOD")]
+    pub call: Option<String>,
+    /// Shorthand for `--call=check`.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the options without building (`kiln print`'s JSON).
+    #[arg(long)]
+    pub print: bool,
+    /// List targets or variables (`targets`, `variables`, or
+    /// `type=targets|variables[,format=table]`) without building.
+    #[arg(long, value_name = "TYPE")]
+    pub list: Option<String>,
+    /// bake's debug logging: refused (kiln says why).
+    #[arg(short = 'D', long)]
+    pub debug: bool,
 }
 
 #[derive(Debug, Args)]
@@ -481,4 +535,14 @@ pub enum Progress {
     Raw,
     /// One JSON object per event.
     Json,
+    /// The live view, and an error when stderr is not a terminal.
+    Tty,
+    /// No progress; failures and the summary only (bake's `quiet`).
+    Quiet,
+    /// No progress; failures and the summary only (bake's `none`).
+    #[value(name = "none")]
+    Nothing,
+    /// BuildKit's raw solve status as JSON (bake's `rawjson`): refused,
+    /// kiln says why.
+    Rawjson,
 }

@@ -82,13 +82,30 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             commands::plan::run(s, out)
         }
         Command::Build(a) => {
-            let bake = BakeSettings::resolve(&a.bake)?;
+            let mut bake = BakeSettings::resolve(&a.bake)?;
+            let f = &a.bake_flags;
+            if let Some(instead) = settings::apply_bake_flags(f, a.progress, &mut bake)? {
+                let list = match instead {
+                    settings::Instead::Print => None,
+                    settings::Instead::List(k) => Some(k),
+                };
+                let s = commands::print::PrintSettings {
+                    bake,
+                    list,
+                    targets: a.targets,
+                };
+                return commands::print::run(s, out);
+            }
             let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
             let s = commands::build::BuildSettings {
                 bake,
                 store,
                 cache: settings::cache_settings(&a.cache),
-                force: a.force,
+                // bake's --no-cache builds everything; kiln's records would
+                // otherwise skip what they hold.
+                force: a.force || f.no_cache,
+                allow: f.allow.clone(),
+                metadata_file: f.metadata_file.clone(),
                 fleet: a.fleet,
                 costs: a.costs,
                 gb_per_job: a.gb_per_job,

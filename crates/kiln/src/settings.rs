@@ -253,4 +253,134 @@ pub struct BuildSettings {
     pub compiler_cache: Option<String>,
     pub require_compiler_cache: bool,
     pub force_recache: bool,
+    /// `--allow`: the entitlements a target may ask for.
+    pub allow: Vec<String>,
+    /// `--metadata-file`: where bake's metadata of the run goes.
+    pub metadata_file: Option<PathBuf>,
+}
+
+/// What `kiln build` does instead of building, asked by bake's flags.
+pub enum Instead {
+    /// `--print`: `kiln print`'s JSON.
+    Print,
+    /// `--list`: the targets or the variables.
+    List(crate::cli::ListKind),
+}
+
+/// Applies `docker buildx bake`'s own flags to a build, with bake's
+/// meaning: the shorthands become `--set` overrides after the user's own,
+/// as bake appends them (`--load` → `*.load=true`, `--no-cache` →
+/// `*.no-cache=true`, `--pull` → `*.pull=true`, `--sbom`/`--provenance`
+/// → `*.attest=…`); a flag kiln cannot honour is refused with the reason.
+/// `Some` when the flags ask for something else than a build.
+pub fn apply_bake_flags(
+    f: &crate::cli::BakeFlags,
+    progress: crate::cli::Progress,
+    bake: &mut BakeSettings,
+) -> Result<Option<Instead>, CliError> {
+    use crate::cli::Progress;
+    if f.debug {
+        return Err(CliError::usage(
+            "-D/--debug: kiln keeps no debug log of its own, so it does not take bake's debug flag",
+        )
+        .with_hint("drop it: --progress raw shows every line BuildKit reports, --progress json every event of kiln's"));
+    }
+    if progress == Progress::Rawjson {
+        return Err(CliError::usage(
+            "--progress rawjson: kiln does not pass BuildKit's raw solve status through",
+        )
+        .with_hint("use --progress json (kiln's events, one JSON object per line) or --progress raw (every line BuildKit reports)"));
+    }
+    if progress == Progress::Tty && !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return Err(CliError::usage(
+            "--progress tty: stderr is not a terminal, so there is no live view to draw",
+        )
+        .with_hint(
+            "use --progress auto (the live view on a terminal, plain lines otherwise) or plain",
+        ));
+    }
+    let method = if f.check {
+        "check"
+    } else {
+        f.call.as_deref().unwrap_or("build")
+    };
+    match method {
+        "build" => {}
+        "check" | "outline" | "targets" => {
+            return Err(CliError::usage(format!(
+                "--call {method}: kiln builds and does not run the Dockerfile frontend's other methods"
+            ))
+            .with_hint(if method == "check" {
+                "run `kiln lint` for the Dockerfile checks (docs/lint.md), or `docker buildx bake --call check` with buildx 0.15 or later"
+            } else {
+                "run `docker buildx bake --call METHOD` with buildx 0.15 or later"
+            }));
+        }
+        other => {
+            return Err(CliError::usage(format!(
+                "--call {other}: not a method; bake's are build, check, outline and targets"
+            )));
+        }
+    }
+    let mut shorthands = Vec::new();
+    if f.load {
+        shorthands.push("*.load=true".to_string());
+    }
+    if f.no_cache {
+        shorthands.push("*.no-cache=true".to_string());
+    }
+    if f.pull {
+        shorthands.push("*.pull=true".to_string());
+    }
+    for (kind, value) in [("sbom", &f.sbom), ("provenance", &f.provenance)] {
+        if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
+            shorthands.push(format!("*.attest={}", canonical_attest(kind, v)));
+        }
+    }
+    bake.sets.extend(shorthands);
+    if let Some(l) = &f.list {
+        return list_kind(l).map(|k| Some(Instead::List(k)));
+    }
+    Ok(f.print.then_some(Instead::Print))
+}
+
+/// `--sbom`/`--provenance`'s value as an `attest` entry, as buildx writes
+/// it: a boolean turns it on or off, anything else follows `type=`.
+fn canonical_attest(kind: &str, value: &str) -> String {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "t" => format!("type={kind},disabled=false"),
+        "false" | "0" | "f" => format!("type={kind},disabled=true"),
+        _ => format!("type={kind},{value}"),
+    }
+}
+
+/// bake's `--list` value: `targets`, `variables`, or
+/// `type=targets|variables[,format=table]`.
+fn list_kind(value: &str) -> Result<crate::cli::ListKind, CliError> {
+    use crate::cli::ListKind;
+    let mut kind = None;
+    for part in value.split(',') {
+        let (k, v) = part.split_once('=').unwrap_or(("type", part));
+        match (k.trim(), v.trim()) {
+            ("type", "targets") => kind = Some(ListKind::Targets),
+            ("type", "variables") => kind = Some(ListKind::Variables),
+            ("format", "table") => {}
+            ("format", other) => {
+                return Err(CliError::usage(format!(
+                    "--list {value}: kiln lists as a table only, not as {other}"
+                ))
+                .with_hint("use `kiln vars list --format json` for the variables as JSON, or `kiln print` for the targets"));
+            }
+            _ => {
+                return Err(CliError::usage(format!(
+                    "--list {value}: not a list bake knows; say targets or variables"
+                )));
+            }
+        }
+    }
+    kind.ok_or_else(|| {
+        CliError::usage(format!(
+            "--list {value}: say type=targets or type=variables"
+        ))
+    })
 }

@@ -1952,6 +1952,71 @@ fn a_registry_base_image_is_keyed_and_built_by_digest() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// With `--pull`, a base image the engine holds is keyed by what its
+/// registry says now: the engine's stale copy keeps a run without it
+/// skipping, a run with it rebuilds from the moved tag's digest.
+#[test]
+fn pull_keys_base_images_by_their_registry_not_the_engines_copy() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = unique("");
+    let base = format!("{reg}/kiln-e2e/pullbase-{salt}:1");
+    publish_only_in_registry(&host, &base, &format!("one-{salt}"));
+    // The engine holds the first image under the tag.
+    let out = docker(&host, &["pull", &base]);
+    assert!(
+        out.contains("one") || out.contains("Downloaded") || out.contains("Status"),
+        "{out}"
+    );
+    let dir = one_target("x", &format!("FROM {base}\nRUN cat /salt > /x\n"), &[]);
+    let o = build_json(&dir, &host, &["x"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    // The tag moves in the registry (its manifest put under it by the
+    // registry API); the engine's copy under the tag stays.
+    publish_only_in_registry(&host, &format!("{base}-next"), &format!("two-{salt}"));
+    let repo = format!("kiln-e2e/pullbase-{salt}");
+    let manifest = Command::new("curl")
+        .args([
+            "-sf",
+            "-H",
+            "Accept: application/vnd.docker.distribution.manifest.v2+json",
+        ])
+        .arg(format!("http://{reg}/v2/{repo}/manifests/1-next"))
+        .output()
+        .unwrap();
+    assert!(manifest.status.success(), "{}", failure(&manifest));
+    let body = std::env::temp_dir().join(unique("manifest-"));
+    std::fs::write(&body, &manifest.stdout).unwrap();
+    let put = Command::new("curl")
+        .args(["-sf", "-X", "PUT", "-H"])
+        .arg("Content-Type: application/vnd.docker.distribution.manifest.v2+json")
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .arg(format!("http://{reg}/v2/{repo}/manifests/1"))
+        .output()
+        .unwrap();
+    assert!(put.status.success(), "{}", failure(&put));
+    let _ = std::fs::remove_file(&body);
+    let o = build_json(&dir, &host, &["x"], &[]);
+    assert_eq!(
+        target(&summary(&o), "x")["status"],
+        "skipped",
+        "the engine's copy answers"
+    );
+    let o = build_json(&dir, &host, &["--pull", "x"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let s = summary(&o);
+    assert_eq!(target(&s, "x")["status"], "built", "{s}");
+    let changes = target(&s, "x")["changes"].to_string();
+    assert!(changes.contains(&format!("base image {base}")), "{s}");
+    let image = target(&s, "x")["image"].as_str().unwrap().to_string();
+    let out = docker(&host, &["run", "--rm", &image, "cat", "/x"]);
+    assert!(
+        out.contains(&format!("two-{salt}")),
+        "built from the registry's digest: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A recorded image the engine no longer holds but the registry does (it
 /// was pushed when built) is pulled by digest, not built again; plan says so.
 #[test]
@@ -4328,5 +4393,214 @@ fn a_run_id_given_again_keeps_the_earlier_run() {
         out.contains(&format!("\"{id}\"")) && out.contains(&format!("\"{again}\"")),
         "{out}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The registry's digest of `reference` (`host/repo:tag`), by a HEAD.
+fn registry_digest(reference: &str) -> String {
+    let (host, rest) = reference.split_once('/').unwrap();
+    let (repo, tag) = rest.rsplit_once(':').unwrap();
+    let o = Command::new("curl")
+        .args([
+            "-sfI",
+            "-H",
+            "Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",
+            &format!("http://{host}/v2/{repo}/manifests/{tag}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("docker-content-digest: ")
+                .map(|d| d.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+/// The JSON type of a value, for comparing two documents' shapes.
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+#[test]
+fn the_metadata_file_has_bakes_shape_for_built_and_skipped_targets() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = unique("md");
+    let bake = r#"
+variable "REG" {}
+variable "NS" {}
+group "default" { targets = ["one", "two"] }
+target "_c" { network = "host" }
+target "one" {
+  inherits = ["_c"]
+  tags = ["${REG}/${NS}/one:1"]
+}
+target "two" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.two"
+  tags = ["${REG}/${NS}/two:1", "${REG}/${NS}/two:latest"]
+}
+"#;
+    let dir = workspace(&[
+        ("docker-bake.hcl", bake),
+        // No RUN step: the old bake of the dev environment runs none
+        // without a bridge network.
+        (
+            "Dockerfile",
+            "FROM kiln/busybox:latest\nCOPY one.txt /one\n",
+        ),
+        (
+            "Dockerfile.two",
+            "FROM kiln/busybox:latest\nCOPY two.txt /two\n",
+        ),
+        ("one.txt", &format!("one-{salt}\n")),
+        ("two.txt", &format!("two-{salt}\n")),
+    ]);
+    let read = |name: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(dir.join(name)).unwrap()).unwrap()
+    };
+    let ns = format!("kiln-md-{salt}");
+    let vars = [format!("REG={reg}"), format!("NS={ns}")];
+    let build = |extra: &[&str]| {
+        let mut args = vec![
+            "build",
+            "--progress",
+            "plain",
+            "--var",
+            &vars[0],
+            "--var",
+            &vars[1],
+        ];
+        args.extend_from_slice(extra);
+        let o = kiln(&dir, &host, &args, &[]);
+        assert!(o.status.success(), "{}", failure(&o));
+    };
+
+    // Built and pushed: every digest field names what the registry holds.
+    build(&["--push", "--metadata-file", "pushed.json"]);
+    let pushed = read("pushed.json");
+    for (name, tags) in [("one", vec!["one:1"]), ("two", vec!["two:1", "two:latest"])] {
+        let t = &pushed[name];
+        assert_eq!(t["kiln.status"], "built", "{pushed}");
+        let names: Vec<String> = tags.iter().map(|x| format!("{reg}/{ns}/{x}")).collect();
+        assert_eq!(t["image.name"], names.join(","), "{pushed}");
+        let digest = t["containerimage.digest"].as_str().unwrap();
+        assert_eq!(digest, registry_digest(&names[0]), "{pushed}");
+        assert_eq!(t["containerimage.descriptor"]["digest"], digest, "{pushed}");
+        assert!(
+            t["containerimage.descriptor"]["size"].as_u64().unwrap() > 0,
+            "{pushed}"
+        );
+        assert!(
+            t["containerimage.descriptor"]["mediaType"]
+                .as_str()
+                .unwrap()
+                .contains("manifest")
+        );
+        let config = t["containerimage.config.digest"].as_str().unwrap();
+        assert!(
+            config.starts_with("sha256:") && config != digest,
+            "{pushed}"
+        );
+    }
+
+    // Skipped: the recorded images, with the same digests.
+    build(&["--push", "--metadata-file", "skipped.json"]);
+    let skipped = read("skipped.json");
+    for name in ["one", "two"] {
+        assert_eq!(skipped[name]["kiln.status"], "skipped", "{skipped}");
+        assert_eq!(
+            skipped[name]["containerimage.digest"], pushed[name]["containerimage.digest"],
+            "{skipped}"
+        );
+    }
+
+    // Not pushed: the engine's own id, as bake's docker driver writes it.
+    build(&["--metadata-file", "local.json", "one"]);
+    let local = read("local.json");
+    let id = docker(
+        &host,
+        &[
+            "image",
+            "inspect",
+            "-f",
+            "{{.Id}}",
+            &format!("{reg}/{ns}/one:1"),
+        ],
+    );
+    assert_eq!(local["one"]["containerimage.digest"], id.trim(), "{local}");
+
+    // --no-cache builds what is recorded, without BuildKit's cache.
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "build",
+            "--no-cache",
+            "--format",
+            "json",
+            "--var",
+            &vars[0],
+            "--var",
+            &vars[1],
+            "one",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", failure(&o));
+    let s = summary(&o);
+    assert_eq!(target(&s, "one")["status"], "built", "{s}");
+    assert_eq!(target(&s, "one")["steps"]["cached"], 0, "{s}");
+
+    // bake's own file for the same graph: every key bake writes that is
+    // not about its BuildKit build is in kiln's, with the same JSON type.
+    let (_, env) = dev_env();
+    let bake_ns = format!("{ns}-bake");
+    let mut c = Command::new("/usr/bin/docker");
+    c.args(["buildx", "bake", "--push", "--metadata-file", "bake.json"])
+        .current_dir(&dir)
+        .env("DOCKER_HOST", &host)
+        .env("REG", &reg)
+        .env("NS", &bake_ns);
+    if let Some(cfg) = env.get("DOCKER_CONFIG") {
+        c.env("DOCKER_CONFIG", cfg);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", failure(&o));
+    let theirs = read("bake.json");
+    for name in ["one", "two"] {
+        let (b, k) = (
+            theirs[name].as_object().unwrap(),
+            pushed[name].as_object().unwrap(),
+        );
+        for (key, v) in b {
+            if key.starts_with("buildx.build.") {
+                continue;
+            }
+            let ours = k.get(key).unwrap_or_else(|| {
+                panic!("{name}: bake writes {key}, kiln not:\n{pushed}\n{theirs}")
+            });
+            assert_eq!(kind(ours), kind(v), "{name}.{key}");
+            if key == "image.name" {
+                assert_eq!(
+                    ours.as_str().unwrap().replace(&ns, &bake_ns),
+                    v.as_str().unwrap()
+                );
+            }
+        }
+        assert_eq!(
+            b["containerimage.digest"],
+            b["containerimage.descriptor"]["digest"]
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -77,6 +77,9 @@ pub fn args(
     if spec.no_cache {
         a.push("--no-cache".into());
     }
+    if spec.pull {
+        a.push("--pull".into());
+    }
     for c in &spec.cache_from {
         a.extend(["--cache-from".into(), c.clone()]);
     }

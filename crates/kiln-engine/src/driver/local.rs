@@ -403,6 +403,18 @@ impl LocalEngine {
         found
     }
 
+    /// The engine's own id of the image `reference` names (the config
+    /// digest on the classic store, the manifest's or index's digest on the
+    /// containerd store), as `docker image inspect` shows it; `None` when
+    /// it holds none or does not answer in time.
+    pub async fn engine_id(&self, reference: &str) -> Option<String> {
+        tokio::time::timeout(request_bound(), self.docker.inspect_image(reference))
+            .await
+            .ok()?
+            .ok()?
+            .id
+    }
+
     /// Looks `references` up at once, so later lookups of them answer
     /// without a request. On the classic store, one image listing of the
     /// engine filtered by all of them
@@ -665,6 +677,9 @@ impl LocalEngine {
             );
         if let Some(t) = &spec.target {
             b = b.target(t);
+        }
+        if spec.pull {
+            b = b.pull("1");
         }
         if !spec.cache_from.is_empty() {
             b = b.cachefrom(&spec.cache_from);

@@ -311,7 +311,13 @@ pub async fn key_on(
         spec,
         specs,
         outputs,
-        |r| async move { resolver.resolve(&r, spec.multi_platform()).await },
+        // `pull` (bake's `--pull`): the registry answers, never the
+        // engine's copy, so a moved tag changes the key.
+        |r| async move {
+            resolver
+                .resolve(&r, spec.multi_platform() || spec.pull)
+                .await
+        },
         &resolver.platform(),
         cache,
     )

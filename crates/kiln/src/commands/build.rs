@@ -101,7 +101,29 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     }
     drop(p.compiler_cache);
     let sizes = rt.block_on(crate::costs::output_sizes(&summary));
-    finish(&s, &p.project, &p.specs, &p.lanes, summary, &sizes, out)
+    let metadata = s.metadata_file.as_ref().map(|path| {
+        let doc = rt.block_on(async {
+            // The run's one engine holds what was not pushed; a fleet pushed
+            // every target.
+            let engine = match &s.fleet {
+                None => kiln_engine::driver::local::LocalEngine::connect(s.store.endpoint.clone())
+                    .await
+                    .ok(),
+                Some(_) => None,
+            };
+            crate::output::metadata::document(&summary, &p.specs, engine.as_ref()).await
+        });
+        crate::output::metadata::write(path, &doc)
+    });
+    let finished = finish(&s, &p.project, &p.specs, &p.lanes, summary, &sizes, out);
+    match metadata {
+        Some(Err(e)) if finished.is_ok() => Err(CliError::env(e)),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            finished
+        }
+        _ => finished,
+    }
 }
 
 /// The error of a run stopped by a signal (`code`: 130 or 143).

@@ -3,6 +3,7 @@
 //! Must never: put a message or a warning on stdout (those go to stderr),
 //! or turn a reader that went away into an error.
 
+pub mod metadata;
 pub mod summary;
 
 use std::io::Write;

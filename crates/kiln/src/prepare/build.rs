@@ -77,6 +77,12 @@ pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
         ))
         .with_hint("name the node's buildx builder as its endpoint (`docker buildx ls` lists them; a docker context is a docker-driver builder), or drop --driver buildx to build on the engines"));
     }
+    let on_engine = if s.fleet.is_some() {
+        nodes.iter().any(|n| n.builder.is_none())
+    } else {
+        !buildx
+    };
+    crate::prepare::spec::check_grants(&specs, &s.allow, on_engine)?;
     crate::prepare::spec::apply_cache_policies(
         s.driver,
         s.fleet.is_some(),

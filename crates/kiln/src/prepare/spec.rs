@@ -165,6 +165,9 @@ pub fn spec_for(
             .clone()
             .filter(|n| !n.is_empty() && n != "default"),
         no_cache: t.no_cache.unwrap_or(false),
+        pull: t.pull.unwrap_or(false),
+        attest: t.attest.iter().flatten().map(attest_value).collect(),
+        allow: t.entitlements.clone().unwrap_or_default(),
         contexts,
         secrets,
         deps: planned
@@ -179,6 +182,86 @@ pub fn spec_for(
         buildx_cache: None,
         key_view: planned.key_views.get(name).cloned(),
     })
+}
+
+/// Checks what targets ask beyond a plain build against what the run
+/// grants and where it builds: every entitlement a target names must be
+/// granted with `--allow` (bake refuses the same without a terminal to ask
+/// on), and on the Docker engine (`on_engine`: the engine driver, or a
+/// fleet with an engine node), whose build API takes neither attestations
+/// nor entitlements other than the host network, those are refused before
+/// anything builds.
+pub fn check_grants(
+    specs: &[BuildSpec],
+    allow: &[String],
+    on_engine: bool,
+) -> Result<(), CliError> {
+    for s in specs {
+        // `network = "host"` names its entitlement itself (bake's print
+        // lists it); kiln has always built it without `--allow`.
+        let implied = |e: &str| e == "network.host" && s.network.as_deref() == Some("host");
+        if let Some(e) = s
+            .allow
+            .iter()
+            .find(|e| !allow.contains(e) && !implied(e.as_str()))
+        {
+            return Err(CliError::usage(format!(
+                "target {}: it asks for the entitlement {e}, which this run does not grant",
+                s.name
+            ))
+            .with_hint(format!("pass --allow {e} if the build may have it")));
+        }
+        if !on_engine {
+            continue;
+        }
+        if !s.attest.is_empty() {
+            return Err(CliError::usage(format!(
+                "target {}: attestations ({}) need a buildx builder: the Docker engine's build API takes none",
+                s.name,
+                s.attest.join(" ")
+            ))
+            .with_hint(format!(
+                "build with --driver buildx, or drop them with --set {}.attest=",
+                s.name
+            )));
+        }
+        if let Some(e) = s.allow.iter().find(|e| *e != "network.host") {
+            return Err(CliError::usage(format!(
+                "target {}: the Docker engine's build API cannot grant the entitlement {e}",
+                s.name
+            ))
+            .with_hint("build with --driver buildx on a builder created with it (docker buildx create --buildkitd-flags '--allow-insecure-entitlement …')"));
+        }
+    }
+    Ok(())
+}
+
+/// An `attest` entry as buildx's `--attest` takes it: `type=` first, the
+/// other keys in order, a value holding `,` or `"` quoted as CSV.
+fn attest_value(e: &kiln_bake::model::Entry) -> String {
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let field = |k: &str, v: &serde_json::Value| {
+        let pair = format!("{k}={}", text(v));
+        if pair.contains([',', '"']) {
+            format!("\"{}\"", pair.replace('"', "\"\""))
+        } else {
+            pair
+        }
+    };
+    let mut out: Vec<String> = e
+        .get("type")
+        .map(|v| field("type", v))
+        .into_iter()
+        .collect();
+    out.extend(
+        e.iter()
+            .filter(|(k, _)| *k != "type")
+            .map(|(k, v)| field(k, v)),
+    );
+    out.join(",")
 }
 
 /// The registries a target's outputs (`name=`) and cache attributes

@@ -1,6 +1,7 @@
-//! Progress on stderr while a build runs: the four ways of showing the
+//! Progress on stderr while a build runs: the ways of showing the
 //! run's events — plain lines ([`plain`], BuildKit's whole log with `raw`), JSON objects ([`json`]), the
-//! live view on a terminal ([`terminal`], drawing `crate::live`) — each
+//! live view on a terminal ([`terminal`], drawing `crate::live`), or nothing
+//! (`--progress quiet|none`) — each
 //! behind the compiler-cache counter ([`stats`]), which reads sccache's
 //! counters from the build logs as the events pass.
 //!
@@ -25,6 +26,14 @@ pub use stats::StatsReporter;
 /// terminal, plain lines otherwise), behind the compiler-cache counter.
 /// `lanes` are the nodes and their build slots, `expected_s` the planned
 /// time of each target, for the live view.
+/// Progress that says nothing (`--progress quiet|none`): failures and
+/// the summary are still written after the run.
+struct Silent;
+
+impl Reporter for Silent {
+    fn event(&self, _: &kiln_engine::Event) {}
+}
+
 pub fn reporter(
     progress: Progress,
     lanes: &[(String, usize)],
@@ -36,14 +45,21 @@ pub fn reporter(
         Progress::Json => Arc::new(json::JsonReporter {
             out: Mutex::new(std::io::stderr()),
         }),
-        Progress::Auto if std::io::stderr().is_terminal() => Arc::new(terminal::TtyReporter::new(
-            crate::live::LaneView::new(lanes, targets, expected_s),
-            total,
-        )),
-        Progress::Plain | Progress::Auto => Arc::new(plain::PlainReporter {
-            out: Mutex::new(std::io::stderr()),
-            raw: false,
-        }),
+        Progress::Tty | Progress::Auto if std::io::stderr().is_terminal() => {
+            Arc::new(terminal::TtyReporter::new(
+                crate::live::LaneView::new(lanes, targets, expected_s),
+                total,
+            ))
+        }
+        Progress::Quiet | Progress::Nothing => Arc::new(Silent),
+        // `Tty` off a terminal and `Rawjson` are refused with the flags
+        // (`crate::settings`); plain lines if they ever got here.
+        Progress::Plain | Progress::Auto | Progress::Tty | Progress::Rawjson => {
+            Arc::new(plain::PlainReporter {
+                out: Mutex::new(std::io::stderr()),
+                raw: false,
+            })
+        }
         Progress::Raw => Arc::new(plain::PlainReporter {
             out: Mutex::new(std::io::stderr()),
             raw: true,

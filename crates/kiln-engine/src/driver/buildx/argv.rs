@@ -171,8 +171,17 @@ pub fn command(
     if let Some(n) = &spec.network {
         flag("--network", n.clone());
     }
+    for v in &spec.attest {
+        flag("--attest", v.clone());
+    }
+    for v in &spec.allow {
+        flag("--allow", v.clone());
+    }
     if spec.no_cache {
         a.push("--no-cache".into());
+    }
+    if spec.pull {
+        a.push("--pull".into());
     }
     for e in &policy.from {
         a.push("--cache-from".into());
@@ -286,6 +295,33 @@ mod tests {
             push: true,
             ..BuildSpec::default()
         }
+    }
+
+    #[test]
+    fn pull_attestations_and_entitlements_reach_buildx() {
+        let s = BuildSpec {
+            push: false,
+            pull: true,
+            attest: vec![
+                "type=sbom,disabled=false".into(),
+                "type=provenance,mode=max".into(),
+            ],
+            allow: vec!["security.insecure".into()],
+            ..spec()
+        };
+        let line = command(
+            &s,
+            &no_cache_policy(),
+            &Default::default(),
+            &BuildxOptions::default(),
+            Path::new("/w"),
+        )
+        .join(" ");
+        assert!(
+            line.contains("--attest type=sbom,disabled=false --attest type=provenance,mode=max --allow security.insecure"),
+            "{line}"
+        );
+        assert!(line.contains(" --pull "), "{line}");
     }
 
     #[test]
