@@ -543,6 +543,7 @@ pub enum Progress {
     #[value(name = "none")]
     Nothing,
     /// BuildKit's raw solve status as JSON (bake's `rawjson`): refused,
-    /// kiln says why.
+    /// kiln says why (hidden from help and completions).
+    #[value(hide = true)]
     Rawjson,
 }

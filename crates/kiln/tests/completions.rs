@@ -51,7 +51,7 @@ fn bash_completes_commands_options_and_their_values() {
     assert_eq!(complete(&["kiln", "build", "--prog"]), ["--progress"]);
     assert_eq!(
         complete(&["kiln", "build", "--progress", ""]),
-        ["auto", "plain", "raw", "json"]
+        ["auto", "plain", "raw", "json", "tty", "quiet", "none"]
     );
     let shells = complete(&["kiln", "completions", ""]);
     for sh in ["bash", "elvish", "fish", "powershell", "zsh"] {
