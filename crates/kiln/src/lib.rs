@@ -81,52 +81,7 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             };
             commands::plan::run(s, out)
         }
-        Command::Build(a) => {
-            let mut bake = BakeSettings::resolve(&a.bake)?;
-            let f = &a.bake_flags;
-            if let Some(instead) = settings::apply_bake_flags(f, a.progress, &mut bake)? {
-                let list = match instead {
-                    settings::Instead::Print => None,
-                    settings::Instead::List(k) => Some(k),
-                };
-                let s = commands::print::PrintSettings {
-                    bake,
-                    list,
-                    targets: a.targets,
-                };
-                return commands::print::run(s, out);
-            }
-            let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
-            let s = commands::build::BuildSettings {
-                bake,
-                store,
-                cache: settings::cache_settings(&a.cache),
-                // bake's --no-cache builds everything; kiln's records would
-                // otherwise skip what they hold.
-                force: a.force || f.no_cache,
-                allow: f.allow.clone(),
-                metadata_file: f.metadata_file.clone(),
-                fleet: a.fleet,
-                costs: a.costs,
-                gb_per_job: a.gb_per_job,
-                driver: a.driver,
-                builder: a.builder,
-                targets: a.targets,
-                jobs: a.jobs,
-                fail_fast: a.fail_fast,
-                require_store: a.require_store,
-                claim_wait: kiln_engine::claims::wait_from(a.claim_wait.as_deref())
-                    .map_err(|e| CliError::usage(format!("--claim-wait: {e}")))?,
-                compiler_cache: a.compiler_cache.filter(|c| !c.is_empty()),
-                require_compiler_cache: a.require_compiler_cache,
-                force_recache: a.force_recache,
-                run_id: a.run_id,
-                push: a.push,
-                progress: a.progress,
-                format: a.format,
-            };
-            commands::build::run(s, out)
-        }
+        Command::Build(a) => build(*a, out),
         Command::Why(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
             let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
@@ -263,4 +218,53 @@ fn project_kiln_dir(file: Option<&str>) -> Result<std::path::PathBuf, CliError> 
     };
     let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     Ok(dir.join(".kiln"))
+}
+
+/// `kiln build`: bake's own flags first (they may ask for `kiln print`'s
+/// output instead), then the build's settings.
+fn build(a: cli::BuildArgs, out: &mut dyn std::io::Write) -> Result<(), CliError> {
+    let mut bake = BakeSettings::resolve(&a.bake)?;
+    let f = &a.bake_flags;
+    if let Some(instead) = settings::apply_bake_flags(f, a.progress, &mut bake)? {
+        let list = match instead {
+            settings::Instead::Print => None,
+            settings::Instead::List(k) => Some(k),
+        };
+        let s = commands::print::PrintSettings {
+            bake,
+            list,
+            targets: a.targets,
+        };
+        return commands::print::run(s, out);
+    }
+    let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());
+    let s = commands::build::BuildSettings {
+        bake,
+        store,
+        cache: settings::cache_settings(&a.cache),
+        // bake's --no-cache builds everything; kiln's records would
+        // otherwise skip what they hold.
+        force: a.force || f.no_cache,
+        allow: f.allow.clone(),
+        metadata_file: f.metadata_file.clone(),
+        fleet: a.fleet,
+        costs: a.costs,
+        gb_per_job: a.gb_per_job,
+        driver: a.driver,
+        builder: a.builder,
+        targets: a.targets,
+        jobs: a.jobs,
+        fail_fast: a.fail_fast,
+        require_store: a.require_store,
+        claim_wait: kiln_engine::claims::wait_from(a.claim_wait.as_deref())
+            .map_err(|e| CliError::usage(format!("--claim-wait: {e}")))?,
+        compiler_cache: a.compiler_cache.filter(|c| !c.is_empty()),
+        require_compiler_cache: a.require_compiler_cache,
+        force_recache: a.force_recache,
+        run_id: a.run_id,
+        push: a.push,
+        progress: a.progress,
+        format: a.format,
+    };
+    commands::build::run(s, out)
 }
