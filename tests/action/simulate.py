@@ -23,7 +23,8 @@ Scenarios (the dev environment must be up: scripts/dev-env up):
      digest per pushed target, the report and summary paths exist;
   2. the same again: every target skipped, the same digests;
   3. a failing target (pytorch-test): the step fails, an ::error annotation
-     names examples' Dockerfile and line, the other targets still build;
+     names the workspace's Dockerfile and line, the other targets still build,
+     and the run's JUnit XML parses with a <failure> at that line;
   4. lint: true on a workspace with a finding: an annotation at its line.
 Exits non-zero on the first failed check.
 """
@@ -294,6 +295,24 @@ def main():
         summary = json.loads(Path(r.outputs()["summary"]).read_text())
         states = {t["name"]: t["status"] for t in summary["targets"]}
         check(states.get("torchvision-wheel") in ("built", "skipped"), f"the rest still builds: {states}")
+        # The same run as JUnit XML (GitLab, Jenkins, Buildkite): parsed by
+        # an XML parser, the failed target a <failure> with its step and line.
+        junit = subprocess.run(
+            [str(kiln_bin), "report", summary["run_id"], "--format", "junit"],
+            cwd=ws / "twin", env={**base_env}, capture_output=True, text=True,
+        )
+        check(junit.returncode == 0, f"kiln report --format junit: {junit.stderr}")
+        import xml.etree.ElementTree as ET
+        root = ET.fromstring(junit.stdout)
+        cases = {c.get("name"): c for c in root.iter("testcase")}
+        check(set(cases) == set(states), f"a test case per target: {sorted(cases)}")
+        failure = cases["pytorch-test"].find("failure")
+        check(failure is not None, "the failed target is a <failure>")
+        check(
+            f"at: docker/Dockerfile.pytorch-test:{line}" in (failure.text or ""),
+            f"its body names the Dockerfile line: {failure.text!r}",
+        )
+        check(cases["torchvision-wheel"].find("failure") is None, "the others are no failures")
 
         # 4. lint: true annotates a finding at its line.
         lint_ws = temp / "lint"

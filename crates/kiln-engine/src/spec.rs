@@ -64,6 +64,10 @@ pub struct BuildSpec {
     /// images are resolved in their registry, and BuildKit pulls them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pull: bool,
+    /// The image must end in the Docker engine (bake's `load`, an output
+    /// `type=docker`): a builder that keeps no image store refuses it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub load: bool,
     /// Attestations (bake's `attest`, `--provenance`, `--sbom`), each as
     /// buildx's `--attest` value (`type=provenance,mode=max`). They change
     /// what is pushed, so they are part of the key.

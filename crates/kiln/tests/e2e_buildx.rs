@@ -739,6 +739,16 @@ fn a_builder_that_keeps_no_image_works_through_the_registry_alone() {
     assert!(err.contains("keeps no image store"), "{err}");
     assert!(err.contains("--push"), "{err}");
     assert!(!err.contains("] building ("), "nothing built: {err}");
+    // --load asks for the image in the engine, which this builder cannot
+    // give: refused before anything builds, never silently not loaded.
+    let o = run("build", &["--push", "--load"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    let err = stderr_of(&o);
+    assert!(
+        err.contains("--load") && err.contains("keeps no image store"),
+        "{err}"
+    );
+    assert!(!err.contains("] building ("), "nothing built: {err}");
 
     let o = run("build", &["--push"]);
     ok(&o);

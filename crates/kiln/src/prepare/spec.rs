@@ -166,6 +166,11 @@ pub fn spec_for(
             .filter(|n| !n.is_empty() && n != "default"),
         no_cache: t.no_cache.unwrap_or(false),
         pull: t.pull.unwrap_or(false),
+        load: t
+            .output
+            .iter()
+            .flatten()
+            .any(|e| e.get("type").and_then(|v| v.as_str()) == Some("docker")),
         attest: t.attest.iter().flatten().map(attest_value).collect(),
         allow: t.entitlements.clone().unwrap_or_default(),
         contexts,

@@ -593,6 +593,12 @@ impl crate::driver::Driver for BuildxDriver {
             if s.multi_platform() {
                 self.check_multi_platform(s)?;
             }
+            if self.engine.is_none() && s.load {
+                return Err(EngineError::Input(format!(
+                    "target {}: --load (an output type=docker) asks for the image in the Docker engine, but buildx builder {} ({} driver) keeps no image store, and kiln hands its images over through the registry; drop --load and pull the pushed digest (--metadata-file names it), or build on a docker-driver builder or with --driver engine",
+                    s.name, self.builder.name, self.inspected.driver
+                )));
+            }
             if self.engine.is_none() && (!s.push || s.tags.is_empty()) {
                 return Err(EngineError::Input(registry_only_needs_push(
                     &self.builder.name,
