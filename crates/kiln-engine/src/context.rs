@@ -47,6 +47,31 @@ pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, Engi
     walk(dir, patterns, dockerfile_rel)
 }
 
+/// [`list`], walked once per process for a context and Dockerfile: the
+/// keys of a run's targets that share a context (most of a bake file's)
+/// read one listing. For keys only: a build sends what [`list`] finds at
+/// its start. A file that appears later in the run is in the build but
+/// not the key, which then differs in the next run: a rebuild, never a
+/// stale skip.
+pub fn list_for_keys(
+    dir: &Path,
+    dockerfile_rel: Option<&str>,
+) -> Result<std::sync::Arc<Vec<Entry>>, EngineError> {
+    type Listed =
+        std::collections::HashMap<(std::path::PathBuf, Option<String>), std::sync::Arc<Vec<Entry>>>;
+    static LISTED: std::sync::OnceLock<std::sync::Mutex<Listed>> = std::sync::OnceLock::new();
+    let memo = LISTED.get_or_init(Default::default);
+    let k = (dir.to_path_buf(), dockerfile_rel.map(String::from));
+    if let Some(e) = memo.lock().ok().and_then(|m| m.get(&k).cloned()) {
+        return Ok(e);
+    }
+    let entries = std::sync::Arc::new(list(dir, dockerfile_rel)?);
+    if let Ok(mut m) = memo.lock() {
+        m.insert(k, entries.clone());
+    }
+    Ok(entries)
+}
+
 /// Every entry of `dir` but kiln's state directory, `.dockerignore` or
 /// not: what a key covers of a local-directory named context, whose
 /// ignore rules differ between buildx and BuildKit versions (a key that

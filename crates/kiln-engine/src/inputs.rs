@@ -271,7 +271,7 @@ pub fn gather_for_build(
         .strip_prefix(&spec.context)
         .ok()
         .map(|p| p.display().to_string());
-    let entries = context::list(&spec.context, df_rel.as_deref())?;
+    let entries = context::list_for_keys(&spec.context, df_rel.as_deref())?;
     let all: Vec<ContextFile> = entries
         .iter()
         .map(|e| ContextFile {
