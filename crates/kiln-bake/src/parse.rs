@@ -89,16 +89,16 @@ impl AttrSpans {
             match TARGET_ATTRS
                 .iter()
                 .chain(["matrix", "name"].iter())
-                .find(|k| **k == a.name)
+                .find(|k| **k == a.name.as_str())
             {
                 Some(k) => Cow::Borrowed(k),
-                None => Cow::Owned(a.name.clone()),
+                None => Cow::Owned(a.name.to_string()),
             }
         };
         match self.0.get_mut(target) {
             Some(list) => {
                 for a in attrs {
-                    if !list.iter().any(|(n, _)| *n == a.name) {
+                    if !list.iter().any(|(n, _)| **n == *a.name) {
                         list.push((name(a), a.expr.span()));
                     }
                 }
@@ -106,7 +106,7 @@ impl AttrSpans {
             None => {
                 let mut list: Vec<(Cow<'static, str>, Span)> = Vec::with_capacity(attrs.len());
                 for a in attrs {
-                    if !list.iter().any(|(n, _)| *n == a.name) {
+                    if !list.iter().any(|(n, _)| **n == *a.name) {
                         list.push((name(a), a.expr.span()));
                     }
                 }
@@ -266,8 +266,8 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 continue;
             }
             // The last file wins.
-            p.attrs.shift_remove(&a.name);
-            p.attrs.insert(a.name.clone(), a);
+            p.attrs.shift_remove(a.name.as_str());
+            p.attrs.insert(a.name.to_string(), a);
         }
         for b in &body.blocks {
             match b.kind.as_str() {
@@ -524,7 +524,7 @@ fn literal_key(k: &ObjKey) -> Option<std::borrow::Cow<'_, str>> {
     use std::borrow::Cow;
     match k {
         ObjKey::Ident(name, _) => Some(Cow::Borrowed(name)),
-        ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(Cow::Borrowed(s)),
+        ObjKey::Expr(Expr::Str(s, _)) => Some(Cow::Borrowed(s)),
         ObjKey::Expr(e) => e.template_text().map(Cow::Owned),
     }
 }
@@ -956,14 +956,14 @@ impl<'b> Program<'_, 'b> {
                 if let Expr::Object(items, _) = &a.expr {
                     for (k, _) in items {
                         if let ObjKey::Ident(n, _) = k {
-                            if entries.contains_key(n) && !keys.contains(n) {
-                                keys.push(n.clone());
+                            if entries.contains_key(n.as_str()) && !keys.iter().any(|k| n == k) {
+                                keys.push(n.to_string());
                             }
-                        } else if let ObjKey::Expr(Expr::Literal(Value::String(n), _)) = k
-                            && entries.contains_key(n)
-                            && !keys.contains(n)
+                        } else if let ObjKey::Expr(Expr::Str(n, _)) = k
+                            && entries.contains_key(&**n)
+                            && !keys.iter().any(|k| **k == **n)
                         {
-                            keys.push(n.clone());
+                            keys.push(n.to_string());
                         }
                     }
                 }
@@ -1229,7 +1229,7 @@ impl Program<'_, '_> {
                 match self.instances(bi) {
                     Ok(insts) => {
                         for (ii, inst) in insts.iter().enumerate() {
-                            idx.entry((self.blocks[bi].kind.clone(), inst.name.clone()))
+                            idx.entry((self.blocks[bi].kind.to_string(), inst.name.clone()))
                                 .or_default()
                                 .push((bi, ii));
                         }
@@ -1483,8 +1483,8 @@ impl Env for Program<'_, '_> {
         };
         let keyword = |e: &Expr| -> Option<String> {
             match e {
-                Expr::Var(n, _) => Some(n.clone()),
-                Expr::Literal(Value::String(s), _) if is_valid_ident(s) => Some(s.clone()),
+                Expr::Var(n, _) => Some(n.to_string()),
+                Expr::Str(s, _) if is_valid_ident(s) => Some(s.to_string()),
                 _ => None,
             }
         };
