@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
+use crate::ast::{Name, Names};
 use crate::value::{Type, Value, convert};
 
 /// A structured list entry, kept as its `--print` object (`{"type": "local", "dest": "out"}`).
@@ -180,6 +181,264 @@ pub struct Target {
     pub policy: Option<Vec<Entry>>,
     /// Set when the target was pulled in by a `target:` link rather than requested.
     pub linked: bool,
+}
+
+/// A small map from names to values, sorted by key, without spare room:
+/// how [`TargetDecl`] keeps `args`, `labels`, `contexts` and `extra-hosts`.
+/// The keys are shared [`Name`]s (the same few keys repeat across the
+/// targets of a file); reads go by `&str`.
+#[derive(Clone, PartialEq)]
+pub struct StrMap<V>(Box<[(Name, V)]>);
+
+impl<V> StrMap<V> {
+    /// The map of `entries`, which must be sorted by key and unique (as a
+    /// `BTreeMap`'s are).
+    fn from_sorted(entries: Vec<(Name, V)>) -> StrMap<V> {
+        debug_assert!(entries.windows(2).all(|w| *w[0].0 < *w[1].0));
+        StrMap(entries.into_boxed_slice())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &V)> + ExactSizeIterator {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V> Default for StrMap<V> {
+    fn default() -> Self {
+        StrMap(Box::default())
+    }
+}
+
+impl<V> std::ops::Index<&str> for StrMap<V> {
+    type Output = V;
+    fn index(&self, key: &str) -> &V {
+        self.get(key).expect("no entry found for key")
+    }
+}
+
+impl<V: std::fmt::Debug> std::fmt::Debug for StrMap<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// A target as its blocks declare it, before `inherits`, `--set` and
+/// normalisation: what [`crate::Config`] keeps for every target of the
+/// files. [`TargetDecl::to_target`] gives the full [`Target`].
+///
+/// Built to be small, since a file may declare tens of thousands of them:
+/// texts and lists without spare room, maps as sorted [`StrMap`]s, and the
+/// attributes few targets set kept apart, behind one pointer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TargetDecl {
+    pub name: String,
+    pub description: Option<Box<str>>,
+    pub inherits: Option<Box<[String]>>,
+    pub context: Option<Box<str>>,
+    pub contexts: Option<StrMap<String>>,
+    pub dockerfile: Option<Box<str>>,
+    pub args: Option<StrMap<Option<String>>>,
+    pub labels: Option<StrMap<Option<String>>>,
+    pub tags: Option<Box<[String]>>,
+    pub target: Option<Box<str>>,
+    pub platforms: Option<Box<[String]>>,
+    pub cache_from: Option<Box<[Entry]>>,
+    pub cache_to: Option<Box<[Entry]>>,
+    pub output: Option<Box<[Entry]>>,
+    /// The other attributes, when any of them is set.
+    pub rare: Option<Box<RareAttrs>>,
+}
+
+/// The attributes of a [`TargetDecl`] that few targets set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RareAttrs {
+    pub annotations: Option<Box<[String]>>,
+    pub attest: Option<Box<[Entry]>>,
+    pub dockerfile_inline: Option<Box<str>>,
+    pub secret: Option<Box<[Entry]>>,
+    pub ssh: Option<Box<[Entry]>>,
+    pub pull: Option<bool>,
+    pub no_cache: Option<bool>,
+    pub network: Option<Box<str>>,
+    pub no_cache_filter: Option<Box<[String]>>,
+    pub shm_size: Option<Box<str>>,
+    pub ulimits: Option<Box<[String]>>,
+    pub resources: Option<Resources>,
+    pub call: Option<Box<str>>,
+    pub entitlements: Option<Box<[String]>>,
+    pub extra_hosts: Option<StrMap<Option<String>>>,
+    pub policy: Option<Box<[Entry]>>,
+}
+
+impl TargetDecl {
+    /// The declaration of a decoded target, `keys` sharing map keys.
+    pub fn from_target(t: Target, keys: &mut Names) -> TargetDecl {
+        fn text(s: Option<String>) -> Option<Box<str>> {
+            s.map(String::into_boxed_str)
+        }
+        fn list(l: Option<Vec<String>>) -> Option<Box<[String]>> {
+            l.map(|l| {
+                l.into_iter()
+                    .map(|mut s| {
+                        s.shrink_to_fit();
+                        s
+                    })
+                    .collect()
+            })
+        }
+        fn entries(l: Option<Vec<Entry>>) -> Option<Box<[Entry]>> {
+            l.map(Vec::into_boxed_slice)
+        }
+        fn map<V>(
+            m: Option<BTreeMap<String, V>>,
+            keys: &mut Names,
+            mut value: impl FnMut(V) -> V,
+        ) -> Option<StrMap<V>> {
+            m.map(|m| {
+                StrMap::from_sorted(
+                    m.into_iter()
+                        .map(|(k, v)| (keys.get(&k), value(v)))
+                        .collect(),
+                )
+            })
+        }
+        let shrink = |mut s: String| {
+            s.shrink_to_fit();
+            s
+        };
+        let shrink_opt = |v: Option<String>| v.map(shrink);
+        let rare = RareAttrs {
+            annotations: list(t.annotations),
+            attest: entries(t.attest),
+            dockerfile_inline: text(t.dockerfile_inline),
+            secret: entries(t.secret),
+            ssh: entries(t.ssh),
+            pull: t.pull,
+            no_cache: t.no_cache,
+            network: text(t.network),
+            no_cache_filter: list(t.no_cache_filter),
+            shm_size: text(t.shm_size),
+            ulimits: list(t.ulimits),
+            resources: t.resources,
+            call: text(t.call),
+            entitlements: list(t.entitlements),
+            extra_hosts: map(t.extra_hosts, keys, shrink_opt),
+            policy: entries(t.policy),
+        };
+        TargetDecl {
+            name: shrink(t.name),
+            description: text(t.description),
+            inherits: list(t.inherits),
+            context: text(t.context),
+            contexts: map(t.contexts, keys, shrink),
+            dockerfile: text(t.dockerfile),
+            args: map(t.args, keys, shrink_opt),
+            labels: map(t.labels, keys, shrink_opt),
+            tags: list(t.tags),
+            target: text(t.target),
+            platforms: list(t.platforms),
+            cache_from: entries(t.cache_from),
+            cache_to: entries(t.cache_to),
+            output: entries(t.output),
+            rare: (rare != RareAttrs::default()).then(|| Box::new(rare)),
+        }
+    }
+
+    /// The full [`Target`] (as decoded from its blocks and merged).
+    pub fn to_target(&self) -> Target {
+        fn text(s: &Option<Box<str>>) -> Option<String> {
+            s.as_deref().map(String::from)
+        }
+        fn list(l: &Option<Box<[String]>>) -> Option<Vec<String>> {
+            l.as_deref().map(<[String]>::to_vec)
+        }
+        fn entries(l: &Option<Box<[Entry]>>) -> Option<Vec<Entry>> {
+            l.as_deref().map(<[Entry]>::to_vec)
+        }
+        fn map<V: Clone>(m: &Option<StrMap<V>>) -> Option<BTreeMap<String, V>> {
+            m.as_ref()
+                .map(|m| m.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        }
+        let none = RareAttrs::default();
+        let r = self.rare.as_deref().unwrap_or(&none);
+        Target {
+            name: self.name.clone(),
+            description: text(&self.description),
+            inherits: list(&self.inherits),
+            annotations: list(&r.annotations),
+            attest: entries(&r.attest),
+            context: text(&self.context),
+            contexts: map(&self.contexts),
+            dockerfile: text(&self.dockerfile),
+            dockerfile_inline: text(&r.dockerfile_inline),
+            args: map(&self.args),
+            labels: map(&self.labels),
+            tags: list(&self.tags),
+            cache_from: entries(&self.cache_from),
+            cache_to: entries(&self.cache_to),
+            target: text(&self.target),
+            secret: entries(&r.secret),
+            ssh: entries(&r.ssh),
+            platforms: list(&self.platforms),
+            output: entries(&self.output),
+            pull: r.pull,
+            no_cache: r.no_cache,
+            network: text(&r.network),
+            no_cache_filter: list(&r.no_cache_filter),
+            shm_size: text(&r.shm_size),
+            ulimits: list(&r.ulimits),
+            resources: r.resources.clone(),
+            call: text(&r.call),
+            entitlements: list(&r.entitlements),
+            extra_hosts: map(&r.extra_hosts),
+            policy: entries(&r.policy),
+            linked: false,
+        }
+    }
+
+    /// The value of a map attribute (`args`, `contexts`, `labels`,
+    /// `extra-hosts`) at `key`: `Some(None)` for a null value, `None` when
+    /// the attribute or the key is not there.
+    pub fn map_value(&self, attr: &str, key: &str) -> Option<Option<&str>> {
+        fn opt<'m>(m: &'m Option<StrMap<Option<String>>>, key: &str) -> Option<Option<&'m str>> {
+            m.as_ref()?.get(key).map(|v| v.as_deref())
+        }
+        match attr {
+            "contexts" => self.contexts.as_ref()?.get(key).map(|v| Some(v.as_str())),
+            "args" => opt(&self.args, key),
+            "labels" => opt(&self.labels, key),
+            "extra-hosts" => opt(&self.rare.as_ref()?.extra_hosts, key),
+            _ => None,
+        }
+    }
 }
 
 /// A bake group.
