@@ -1086,77 +1086,86 @@ impl Target {
 
     /// `Target.Merge`: fold `o` (a later block, or the child over its parents) into `self`.
     pub fn merge(&mut self, o: &Target) {
-        fn over<T: Clone>(a: &mut Option<T>, b: &Option<T>) {
+        self.merge_owned(o.clone());
+    }
+
+    /// [`Target::merge`] taking the other target's fields instead of
+    /// copying them.
+    pub fn merge_owned(&mut self, o: Target) {
+        fn over<T>(a: &mut Option<T>, b: Option<T>) {
             if b.is_some() {
-                *a = b.clone();
+                *a = b;
             }
         }
-        fn append<T: Clone>(a: &mut Option<Vec<T>>, b: &Option<Vec<T>>) {
+        fn append<T>(a: &mut Option<Vec<T>>, b: Option<Vec<T>>) {
             if let Some(b) = b {
-                a.get_or_insert_with(Vec::new).extend(b.iter().cloned());
+                match a {
+                    Some(a) => a.extend(b),
+                    None => *a = Some(b),
+                }
             }
         }
         fn keywise(
             a: &mut Option<BTreeMap<String, Option<String>>>,
-            b: &Option<BTreeMap<String, Option<String>>>,
+            b: Option<BTreeMap<String, Option<String>>>,
         ) {
             if let Some(b) = b {
                 let m = a.get_or_insert_with(BTreeMap::new);
                 for (k, v) in b {
                     if v.is_some() {
-                        m.insert(k.clone(), v.clone());
+                        m.insert(k, v);
                     }
                 }
             }
         }
         if o.description.as_deref().is_some_and(|d| !d.is_empty()) {
-            self.description = o.description.clone();
+            self.description = o.description;
         }
-        append(&mut self.inherits, &o.inherits);
-        over(&mut self.context, &o.context);
-        if let Some(b) = &o.contexts {
+        append(&mut self.inherits, o.inherits);
+        over(&mut self.context, o.context);
+        if let Some(b) = o.contexts {
             let m = self.contexts.get_or_insert_with(BTreeMap::new);
             for (k, v) in b {
-                m.insert(k.clone(), v.clone());
+                m.insert(k, v);
             }
         }
-        over(&mut self.dockerfile, &o.dockerfile);
-        over(&mut self.dockerfile_inline, &o.dockerfile_inline);
-        keywise(&mut self.args, &o.args);
-        keywise(&mut self.labels, &o.labels);
-        over(&mut self.tags, &o.tags);
-        if let Some(b) = &o.cache_from {
-            self.cache_from = merge_cache(self.cache_from.take(), b.clone());
+        over(&mut self.dockerfile, o.dockerfile);
+        over(&mut self.dockerfile_inline, o.dockerfile_inline);
+        keywise(&mut self.args, o.args);
+        keywise(&mut self.labels, o.labels);
+        over(&mut self.tags, o.tags);
+        if let Some(b) = o.cache_from {
+            self.cache_from = merge_cache(self.cache_from.take(), b);
         }
-        over(&mut self.cache_to, &o.cache_to);
-        over(&mut self.target, &o.target);
-        if let Some(b) = &o.secret {
-            self.secret = merge_entries(self.secret.take(), b.clone());
+        over(&mut self.cache_to, o.cache_to);
+        over(&mut self.target, o.target);
+        if let Some(b) = o.secret {
+            self.secret = merge_entries(self.secret.take(), b);
         }
-        if let Some(b) = &o.ssh {
-            self.ssh = merge_entries(self.ssh.take(), b.clone());
+        if let Some(b) = o.ssh {
+            self.ssh = merge_entries(self.ssh.take(), b);
         }
-        over(&mut self.platforms, &o.platforms);
-        over(&mut self.output, &o.output);
-        over(&mut self.pull, &o.pull);
-        over(&mut self.no_cache, &o.no_cache);
-        over(&mut self.network, &o.network);
-        append(&mut self.no_cache_filter, &o.no_cache_filter);
-        over(&mut self.shm_size, &o.shm_size);
-        append(&mut self.ulimits, &o.ulimits);
+        over(&mut self.platforms, o.platforms);
+        over(&mut self.output, o.output);
+        over(&mut self.pull, o.pull);
+        over(&mut self.no_cache, o.no_cache);
+        over(&mut self.network, o.network);
+        append(&mut self.no_cache_filter, o.no_cache_filter);
+        over(&mut self.shm_size, o.shm_size);
+        append(&mut self.ulimits, o.ulimits);
         if let Some(r) = &o.resources {
             self.resources
                 .get_or_insert_with(Resources::default)
                 .merge(r);
         }
-        over(&mut self.call, &o.call);
-        append(&mut self.entitlements, &o.entitlements);
-        keywise(&mut self.extra_hosts, &o.extra_hosts);
-        append(&mut self.annotations, &o.annotations);
+        over(&mut self.call, o.call);
+        append(&mut self.entitlements, o.entitlements);
+        keywise(&mut self.extra_hosts, o.extra_hosts);
+        append(&mut self.annotations, o.annotations);
         if let Some(b) = &o.attest {
             merge_by_key(self.attest.get_or_insert_with(Vec::new), b, "type");
         }
-        append(&mut self.policy, &o.policy);
+        append(&mut self.policy, o.policy);
     }
 
     /// `normalize()`: dedupe lists, drop empty strings and empty contexts,

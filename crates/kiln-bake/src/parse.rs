@@ -594,7 +594,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             if ti < cfg.targets.len() {
                 // A later block of the same name merges into the first.
                 let mut merged = cfg.targets[ti].to_target();
-                merged.merge(&t);
+                merged.merge_owned(t);
                 cfg.targets[ti] = TargetDecl::from_target(merged, &mut keys);
             } else {
                 cfg.targets.push(TargetDecl::from_target(t, &mut keys));
@@ -1547,7 +1547,7 @@ impl Env for Program<'_, '_> {
                 // turn an empty `cache-from = []` into an unset one).
                 t = part;
             } else {
-                t.merge(&part);
+                t.merge_owned(part);
             }
         }
         match attr {

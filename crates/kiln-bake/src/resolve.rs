@@ -620,12 +620,12 @@ impl<'c> Resolver<'c> {
         let mut tt = Target::default();
         for parent in base.inherits.iter().flatten() {
             if let Some(p) = self.target(parent, visited, depth + 1)? {
-                tt.merge(&p);
+                tt.merge_owned(p);
             }
         }
         let mut m = Target::default();
-        m.merge(&tt);
-        m.merge(&base.to_target());
+        m.merge_owned(tt);
+        m.merge_owned(base.to_target());
         m.name = name.to_string();
         if let Some(ovs) = self.overrides.get(name) {
             apply_overrides(&mut m, ovs)?;
