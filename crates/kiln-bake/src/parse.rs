@@ -560,7 +560,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             (b.kind.clone(), b.labels[0].0.clone(), b.labels[0].1, b.span)
         };
         if kind == "group" {
-            let g = p.decode_group(bi)?;
+            let g = p.decode_group(bi, false)?;
             cfg.group_spans.entry(label.clone()).or_insert(lspan);
             if let Some(&i) = group_index.get(&label) {
                 // A later group block with the same name replaces the earlier one.
@@ -600,6 +600,10 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 cfg.targets.push(TargetDecl::from_target(t, &mut keys));
             }
         }
+        // The block is decoded: its instances are not kept for the rest of
+        // the evaluation (a later reference to them computes them again).
+        drop(insts);
+        p.instances[bi] = None;
         if names.len() != 1 || names[0] != label {
             if let Some(g) = implicit.iter_mut().find(|g| g.name == label) {
                 for n in names {
@@ -1239,7 +1243,9 @@ impl<'b> Program<'_, 'b> {
         }
     }
 
-    fn decode_group(&mut self, bi: usize) -> Result<Group, Diags> {
+    /// Decodes group block `bi`; with `store`, its attribute values are
+    /// cached for later references (see [`Program::instance_attr`]).
+    fn decode_group(&mut self, bi: usize, store: bool) -> Result<Group, Diags> {
         let b = self.blocks[bi];
         let mut g = Group {
             name: b.labels[0].0.clone(),
@@ -1255,7 +1261,7 @@ impl<'b> Program<'_, 'b> {
                 continue;
             }
             let v = self
-                .instance_attr(bi, 0, &a.name, true)?
+                .instance_attr(bi, 0, &a.name, store)?
                 .unwrap_or_else(Value::null);
             match a.name.as_str() {
                 "targets" => {
@@ -1478,7 +1484,7 @@ impl Env for Program<'_, '_> {
         }
         if kind == "group" {
             let (bi, _) = *found.last().unwrap_or(&(0, 0));
-            let g = self.decode_group(bi)?;
+            let g = self.decode_group(bi, true)?;
             let obj = Value::Object(
                 [
                     ("name".to_string(), Value::string(g.name)),
@@ -2048,5 +2054,41 @@ target \"a\" {
         assert_eq!(arg("paths"), "0");
         assert_eq!(arg("context"), "true");
         assert_eq!(arg("cache"), "true");
+    }
+
+    /// A block's instances are dropped once it is decoded; references made
+    /// after that compute them again, with the same names and values.
+    #[test]
+    fn decoded_blocks_are_still_referenced_by_later_targets() {
+        let src = "\
+target \"m\" {
+  matrix = { v = [\"a\", \"b\"] }
+  name = \"m-${v}\"
+  tags = [\"img:${v}\"]
+}
+target \"p\" {
+  context = \"ctx\"
+}
+target \"x\" {
+  tags = concat(target.m-b.tags, [target.p.context, target.m-a.name])
+}
+group \"g\" {
+  targets = [\"x\", target.m-a.name]
+}
+target \"y\" {
+  tags = group.g.targets
+}
+";
+        let cfg = eval(src, &Options::default()).unwrap();
+        let tags = |n: &str| {
+            let t = cfg.target(n).unwrap();
+            t.tags.as_deref().unwrap().to_vec()
+        };
+        assert_eq!(tags("x"), ["img:b", "ctx", "m-a"]);
+        assert_eq!(tags("y"), ["x", "m-a"]);
+        assert_eq!(
+            cfg.groups.iter().find(|g| g.name == "m").unwrap().targets,
+            ["m-a", "m-b"]
+        );
     }
 }
