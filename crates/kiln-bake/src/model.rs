@@ -1527,4 +1527,81 @@ mod tests {
         assert_eq!(a.tags, Some(vec![]));
         assert_eq!(a.args.unwrap()["X"], Some("1".into()));
     }
+
+    /// Every target of the files is kept as a declaration until the end:
+    /// its size is part of the memory budget per target.
+    #[test]
+    fn declarations_stay_small() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<StrMap<Option<String>>>(), 16);
+        assert_eq!(size_of::<Option<StrMap<Option<String>>>>(), 16);
+        assert_eq!(size_of::<TargetDecl>(), 240);
+    }
+
+    /// A declaration gives back the target it was made from, every field
+    /// (set, empty or unset) included.
+    #[test]
+    fn declarations_give_back_their_target() {
+        let strs = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let smap = |v: &[(&str, Option<&str>)]| {
+            Some(
+                v.iter()
+                    .map(|(k, v)| (k.to_string(), v.map(String::from)))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        let entries = |s: &str, kind| Some(parse_entries(s, kind).unwrap());
+        let full = Target {
+            name: "t".into(),
+            description: Some("d".into()),
+            inherits: strs(&["a", "b"]),
+            annotations: strs(&["x=1"]),
+            attest: entries("type=provenance,mode=max", EntryKind::Attest),
+            context: Some(".".into()),
+            contexts: Some([("c".to_string(), "target:u".to_string())].into()),
+            dockerfile: Some("Dockerfile".into()),
+            dockerfile_inline: Some("FROM x".into()),
+            args: smap(&[("A", Some("1")), ("B", None)]),
+            labels: smap(&[("l", Some("v"))]),
+            tags: strs(&[]),
+            cache_from: entries("type=registry,ref=r", EntryKind::Cache),
+            cache_to: Some(vec![]),
+            target: Some("final".into()),
+            secret: entries("id=s,env=S", EntryKind::Secret),
+            ssh: entries("default", EntryKind::Ssh),
+            platforms: strs(&["linux/amd64"]),
+            output: entries("type=docker", EntryKind::Output),
+            pull: Some(true),
+            no_cache: Some(false),
+            network: Some("host".into()),
+            no_cache_filter: strs(&["s"]),
+            shm_size: Some("1g".into()),
+            ulimits: strs(&["nofile=1024"]),
+            resources: Some(Resources {
+                memory: Some("1g".into()),
+                ..Resources::default()
+            }),
+            call: Some("check".into()),
+            entitlements: strs(&["network.host"]),
+            extra_hosts: smap(&[("h", Some("1.2.3.4"))]),
+            policy: entries("type=p", EntryKind::Policy),
+            linked: false,
+        };
+        let mut keys = Names::default();
+        for t in [full, Target::default()] {
+            let d = TargetDecl::from_target(t.clone(), &mut keys);
+            assert_eq!(d.to_target(), t);
+        }
+        let only_common = Target {
+            name: "c".into(),
+            tags: strs(&["a"]),
+            args: smap(&[("A", None)]),
+            ..Target::default()
+        };
+        let d = TargetDecl::from_target(only_common.clone(), &mut keys);
+        assert!(d.rare.is_none(), "nothing rare is set: {d:?}");
+        assert_eq!(d.to_target(), only_common);
+        assert_eq!(d.map_value("args", "A"), Some(None));
+        assert_eq!(d.map_value("args", "B"), None);
+    }
 }
