@@ -3,6 +3,12 @@
 //!
 //! Owns: the tree types. Must never: evaluate anything.
 
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::fxhash::FxHashSet;
 use crate::value::Value;
 
 /// A byte range in one source file (`file` indexes [`crate::source::Sources`]).
@@ -54,10 +60,101 @@ pub enum BinOp {
     Or,
 }
 
+/// An identifier: an attribute, block type, variable, function, object
+/// key, traversal step or `for` variable name. Shared rather than copied:
+/// the parser hands out one allocation per distinct name in a file, so the
+/// names every target repeats (`tags`, `args`, `labels`, ...) cost nothing
+/// per use beyond the pointer. One pointer wide (the text sits behind the
+/// shared box), so that a name and a span fit beside an expression's tag.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Name(Arc<Box<str>>);
+
+impl Name {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name(Arc::new(s.into()))
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        Name(Arc::new(s.into_boxed_str()))
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, o: &str) -> bool {
+        **self.0 == *o
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, o: &&str) -> bool {
+        **self.0 == **o
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, o: &String) -> bool {
+        **self.0 == **o
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self.0, f)
+    }
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Hands out one shared [`Name`] per distinct text (a parser's table).
+#[derive(Default)]
+pub struct Names(FxHashSet<Name>);
+
+impl Names {
+    pub fn get(&mut self, s: &str) -> Name {
+        if let Some(n) = self.0.get(s) {
+            return n.clone();
+        }
+        let n = Name::from(s);
+        self.0.insert(n.clone());
+        n
+    }
+}
+
 /// One step of a traversal after the root expression.
 #[derive(Clone, Debug)]
 pub enum Step {
-    Attr(String, Span),
+    Attr(Name, Span),
     Index(Expr, Span),
     /// `.*`: applies the following attribute steps to each element.
     AttrSplat(Span),
@@ -68,7 +165,7 @@ pub enum Step {
 #[derive(Clone, Debug)]
 pub enum ObjKey {
     /// A bare identifier used as a key (`{ foo = 1 }`): the literal name.
-    Ident(String, Span),
+    Ident(Name, Span),
     Expr(Expr),
 }
 
@@ -78,8 +175,8 @@ impl ObjKey {
     /// has to be evaluated.
     pub fn literal_name(&self) -> Option<String> {
         match self {
-            ObjKey::Ident(name, _) => Some(name.clone()),
-            ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(s.clone()),
+            ObjKey::Ident(name, _) => Some(name.to_string()),
+            ObjKey::Expr(Expr::Str(s, _)) => Some(s.to_string()),
             ObjKey::Expr(e) => e.template_text(),
         }
     }
@@ -103,54 +200,57 @@ impl Expr {
     }
 }
 
-/// One part of a template. The directives box their expression and keep
-/// names as `Box<str>` so that a part is no larger than an interpolation
-/// (templates are mostly literals and interpolations).
+/// One part of a template. The directives are boxed so that a part is no
+/// larger than an interpolation (templates are mostly literals and
+/// interpolations).
 #[derive(Clone, Debug)]
 pub enum TPart {
-    Lit(String),
+    Lit(Box<str>),
     Interp(Expr),
-    If {
-        cond: Box<Expr>,
-        then: Vec<TPart>,
-        otherwise: Vec<TPart>,
-        span: Span,
-    },
-    For {
-        key_var: Option<Box<str>>,
-        val_var: Box<str>,
-        coll: Box<Expr>,
-        body: Vec<TPart>,
-        span: Span,
-    },
+    If(Box<TIf>),
+    For(Box<TFor>),
 }
 
+/// `%{ if cond }then%{ else }otherwise%{ endif }`.
+#[derive(Clone, Debug)]
+pub struct TIf {
+    pub cond: Expr,
+    pub then: Box<[TPart]>,
+    pub otherwise: Box<[TPart]>,
+    pub span: Span,
+}
+
+/// `%{ for key_var, val_var in coll }body%{ endfor }`.
+#[derive(Clone, Debug)]
+pub struct TFor {
+    pub key_var: Option<Name>,
+    pub val_var: Name,
+    pub coll: Expr,
+    pub body: Box<[TPart]>,
+    pub span: Span,
+}
+
+/// An expression. Kept at 32 bytes (checked by a test): the tree of a
+/// large bake file is mostly expressions, and it lives through the whole
+/// evaluation. Variants whose fields would not fit are boxed; the common
+/// ones (strings, names, lists, operators) are not.
 #[derive(Clone, Debug)]
 pub enum Expr {
-    Literal(Value, Span),
+    Null(Span),
+    Bool(bool, Span),
+    Number(f64, Span),
+    /// A quoted string without interpolations or directives (or a JSON
+    /// string that is not evaluated as a template, like a JSON object key).
+    Str(Box<str>, Span),
     /// A quoted template or heredoc. A template of exactly one interpolation
     /// yields that value unconverted.
-    Template(Vec<TPart>, Span),
-    Tuple(Vec<Expr>, Span),
-    Object(Vec<(ObjKey, Expr)>, Span),
-    Var(String, Span),
-    Call {
-        name: String,
-        args: Vec<Expr>,
-        expand_final: bool,
-        span: Span,
-    },
-    Traversal {
-        root: Box<Expr>,
-        steps: Vec<Step>,
-        span: Span,
-    },
-    Cond {
-        cond: Box<Expr>,
-        then: Box<Expr>,
-        otherwise: Box<Expr>,
-        span: Span,
-    },
+    Template(Box<[TPart]>, Span),
+    Tuple(Box<[Expr]>, Span),
+    Object(Box<[(ObjKey, Expr)]>, Span),
+    Var(Name, Span),
+    Call(Box<Call>, Span),
+    Traversal(Box<Traversal>, Span),
+    Cond(Box<Cond>, Span),
     Unary {
         op: UnaryOp,
         expr: Box<Expr>,
@@ -165,10 +265,33 @@ pub enum Expr {
     For(Box<ForExpr>),
 }
 
+/// A function call `name(args)`, `name(args...)` with `expand_final`.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub name: Name,
+    pub args: Box<[Expr]>,
+    pub expand_final: bool,
+}
+
+/// `root.attr[index]...`.
+#[derive(Clone, Debug)]
+pub struct Traversal {
+    pub root: Expr,
+    pub steps: Box<[Step]>,
+}
+
+/// `cond ? then : otherwise`.
+#[derive(Clone, Debug)]
+pub struct Cond {
+    pub cond: Expr,
+    pub then: Expr,
+    pub otherwise: Expr,
+}
+
 #[derive(Clone, Debug)]
 pub struct ForExpr {
-    pub key_var: Option<String>,
-    pub val_var: String,
+    pub key_var: Option<Name>,
+    pub val_var: Name,
     pub coll: Expr,
     /// `Some` for an object `for` (`{for k, v in x : k => v}`).
     pub key_expr: Option<Expr>,
@@ -181,18 +304,41 @@ pub struct ForExpr {
 impl Expr {
     pub fn span(&self) -> Span {
         match self {
-            Expr::Literal(_, s)
+            Expr::Null(s)
+            | Expr::Bool(_, s)
+            | Expr::Number(_, s)
+            | Expr::Str(_, s)
             | Expr::Template(_, s)
             | Expr::Tuple(_, s)
             | Expr::Object(_, s)
             | Expr::Var(_, s)
-            | Expr::Call { span: s, .. }
-            | Expr::Traversal { span: s, .. }
-            | Expr::Cond { span: s, .. }
+            | Expr::Call(_, s)
+            | Expr::Traversal(_, s)
+            | Expr::Cond(_, s)
             | Expr::Unary { span: s, .. }
             | Expr::Binary { span: s, .. } => *s,
             Expr::For(f) => f.span,
         }
+    }
+
+    /// A literal's value (`null`, a bool, a number or a string without
+    /// interpolations), `None` for anything else.
+    pub fn literal(&self) -> Option<Value> {
+        match self {
+            Expr::Null(_) => Some(Value::null()),
+            Expr::Bool(b, _) => Some(Value::Bool(*b)),
+            Expr::Number(n, _) => Some(Value::Number(*n)),
+            Expr::Str(s, _) => Some(Value::String(s.to_string())),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a literal (see [`Expr::literal`]).
+    pub fn is_literal(&self) -> bool {
+        matches!(
+            self,
+            Expr::Null(_) | Expr::Bool(..) | Expr::Number(..) | Expr::Str(..)
+        )
     }
 
     /// Calls `f` for every variable root referenced by this expression, with
@@ -200,7 +346,7 @@ impl Expr {
     /// `for` expressions inside are still reported; callers filter them.
     pub fn walk_vars<'a>(&'a self, f: &mut dyn FnMut(&'a str, &'a [Step], Span)) {
         match self {
-            Expr::Literal(..) => {}
+            Expr::Null(_) | Expr::Bool(..) | Expr::Number(..) | Expr::Str(..) => {}
             Expr::Template(parts, _) => walk_parts(parts, f),
             Expr::Tuple(items, _) => items.iter().for_each(|e| e.walk_vars(f)),
             Expr::Object(items, _) => {
@@ -212,28 +358,23 @@ impl Expr {
                 }
             }
             Expr::Var(name, span) => f(name, &[], *span),
-            Expr::Call { args, .. } => args.iter().for_each(|e| e.walk_vars(f)),
-            Expr::Traversal { root, steps, .. } => {
-                if let Expr::Var(name, span) = &**root {
-                    f(name, steps, *span);
+            Expr::Call(c, _) => c.args.iter().for_each(|e| e.walk_vars(f)),
+            Expr::Traversal(t, _) => {
+                if let Expr::Var(name, span) = &t.root {
+                    f(name, &t.steps, *span);
                 } else {
-                    root.walk_vars(f);
+                    t.root.walk_vars(f);
                 }
-                for s in steps {
+                for s in &t.steps {
                     if let Step::Index(e, _) = s {
                         e.walk_vars(f);
                     }
                 }
             }
-            Expr::Cond {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => {
-                cond.walk_vars(f);
-                then.walk_vars(f);
-                otherwise.walk_vars(f);
+            Expr::Cond(c, _) => {
+                c.cond.walk_vars(f);
+                c.then.walk_vars(f);
+                c.otherwise.walk_vars(f);
             }
             Expr::Unary { expr, .. } => expr.walk_vars(f),
             Expr::Binary { lhs, rhs, .. } => {
@@ -256,7 +397,7 @@ impl Expr {
     /// Calls `f` with the name of every function called in this expression.
     pub fn walk_calls<'a>(&'a self, f: &mut dyn FnMut(&'a str, Span)) {
         match self {
-            Expr::Literal(..) | Expr::Var(..) => {}
+            Expr::Null(_) | Expr::Bool(..) | Expr::Number(..) | Expr::Str(..) | Expr::Var(..) => {}
             Expr::Template(parts, _) => walk_parts_calls(parts, f),
             Expr::Tuple(items, _) => items.iter().for_each(|e| e.walk_calls(f)),
             Expr::Object(items, _) => {
@@ -267,29 +408,22 @@ impl Expr {
                     v.walk_calls(f);
                 }
             }
-            Expr::Call {
-                name, args, span, ..
-            } => {
-                f(name, *span);
-                args.iter().for_each(|e| e.walk_calls(f));
+            Expr::Call(c, span) => {
+                f(&c.name, *span);
+                c.args.iter().for_each(|e| e.walk_calls(f));
             }
-            Expr::Traversal { root, steps, .. } => {
-                root.walk_calls(f);
-                for s in steps {
+            Expr::Traversal(t, _) => {
+                t.root.walk_calls(f);
+                for s in &t.steps {
                     if let Step::Index(e, _) = s {
                         e.walk_calls(f);
                     }
                 }
             }
-            Expr::Cond {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => {
-                cond.walk_calls(f);
-                then.walk_calls(f);
-                otherwise.walk_calls(f);
+            Expr::Cond(c, _) => {
+                c.cond.walk_calls(f);
+                c.then.walk_calls(f);
+                c.otherwise.walk_calls(f);
             }
             Expr::Unary { expr, .. } => expr.walk_calls(f),
             Expr::Binary { lhs, rhs, .. } => {
@@ -315,19 +449,14 @@ fn walk_parts<'a>(parts: &'a [TPart], f: &mut dyn FnMut(&'a str, &'a [Step], Spa
         match p {
             TPart::Lit(_) => {}
             TPart::Interp(e) => e.walk_vars(f),
-            TPart::If {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => {
-                cond.walk_vars(f);
-                walk_parts(then, f);
-                walk_parts(otherwise, f);
+            TPart::If(d) => {
+                d.cond.walk_vars(f);
+                walk_parts(&d.then, f);
+                walk_parts(&d.otherwise, f);
             }
-            TPart::For { coll, body, .. } => {
-                coll.walk_vars(f);
-                walk_parts(body, f);
+            TPart::For(d) => {
+                d.coll.walk_vars(f);
+                walk_parts(&d.body, f);
             }
         }
     }
@@ -338,19 +467,14 @@ fn walk_parts_calls<'a>(parts: &'a [TPart], f: &mut dyn FnMut(&'a str, Span)) {
         match p {
             TPart::Lit(_) => {}
             TPart::Interp(e) => e.walk_calls(f),
-            TPart::If {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => {
-                cond.walk_calls(f);
-                walk_parts_calls(then, f);
-                walk_parts_calls(otherwise, f);
+            TPart::If(d) => {
+                d.cond.walk_calls(f);
+                walk_parts_calls(&d.then, f);
+                walk_parts_calls(&d.otherwise, f);
             }
-            TPart::For { coll, body, .. } => {
-                coll.walk_calls(f);
-                walk_parts_calls(body, f);
+            TPart::For(d) => {
+                d.coll.walk_calls(f);
+                walk_parts_calls(&d.body, f);
             }
         }
     }
@@ -359,7 +483,7 @@ fn walk_parts_calls<'a>(parts: &'a [TPart], f: &mut dyn FnMut(&'a str, Span)) {
 /// An attribute `name = expr`.
 #[derive(Clone, Debug)]
 pub struct Attribute {
-    pub name: String,
+    pub name: Name,
     pub name_span: Span,
     pub expr: Expr,
 }
@@ -367,8 +491,8 @@ pub struct Attribute {
 /// A block `kind "label" { ... }`.
 #[derive(Clone, Debug)]
 pub struct Block {
-    pub kind: String,
-    pub labels: Vec<(String, Span)>,
+    pub kind: Name,
+    pub labels: Box<[(String, Span)]>,
     pub body: Body,
     /// The block header (type and labels), for diagnostics.
     pub span: Span,
@@ -377,8 +501,8 @@ pub struct Block {
 /// A body: attributes and nested blocks in source order.
 #[derive(Clone, Debug, Default)]
 pub struct Body {
-    pub attrs: Vec<Attribute>,
-    pub blocks: Vec<Block>,
+    pub attrs: Box<[Attribute]>,
+    pub blocks: Box<[Block]>,
     /// Where the body is (for "missing attribute" diagnostics).
     pub span: Span,
 }
@@ -386,5 +510,27 @@ pub struct Body {
 impl Body {
     pub fn attr(&self, name: &str) -> Option<&Attribute> {
         self.attrs.iter().find(|a| a.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    /// The tree of a large file is mostly these nodes and lives through the
+    /// whole evaluation: their sizes are part of the memory budget.
+    #[test]
+    fn node_sizes_stay_small() {
+        assert_eq!(size_of::<Span>(), 12);
+        assert_eq!(size_of::<Name>(), 8);
+        assert_eq!(size_of::<Expr>(), 32);
+        assert_eq!(size_of::<TPart>(), 32);
+        assert_eq!(size_of::<ObjKey>(), 32);
+        assert_eq!(size_of::<Step>(), 48);
+        assert_eq!(size_of::<Call>(), 32);
+        assert_eq!(size_of::<Attribute>(), 56);
+        assert_eq!(size_of::<Body>(), 48);
+        assert_eq!(size_of::<Block>(), 88);
     }
 }

@@ -3,6 +3,7 @@
 //! `file:line:col` with the source line and a caret.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::ast::Span;
 
@@ -12,29 +13,38 @@ pub struct Source {
     /// The name as given on the command line (`-f`), used in messages.
     pub name: String,
     pub text: String,
-    line_starts: Vec<usize>,
+    /// Where each line starts, found on the first position asked for: only
+    /// diagnostics need it, and it would otherwise cost a word per line of
+    /// every file loaded.
+    line_starts: OnceLock<Box<[usize]>>,
 }
 
 impl Source {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Source {
-        let text = text.into();
-        let mut line_starts = vec![0];
-        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
         Source {
             name: name.into(),
-            text,
-            line_starts,
+            text: text.into(),
+            line_starts: OnceLock::new(),
         }
+    }
+
+    fn line_starts(&self) -> &[usize] {
+        self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        })
     }
 
     /// 1-based line and column (in characters) of a byte offset.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.text.len());
-        let line = match self.line_starts.binary_search(&offset) {
+        let line_starts = self.line_starts();
+        let line = match line_starts.binary_search(&offset) {
             Ok(i) => i,
             Err(i) => i - 1,
         };
-        let start = self.line_starts[line];
+        let start = line_starts[line];
         let col = self
             .text
             .get(start..offset)
@@ -46,11 +56,11 @@ impl Source {
 
     /// The text of a 1-based line, without its newline.
     pub fn line_text(&self, line: usize) -> &str {
-        let Some(&start) = self.line_starts.get(line.wrapping_sub(1)) else {
+        let line_starts = self.line_starts();
+        let Some(&start) = line_starts.get(line.wrapping_sub(1)) else {
             return "";
         };
-        let end = self
-            .line_starts
+        let end = line_starts
             .get(line)
             .map(|e| e - 1)
             .unwrap_or(self.text.len());

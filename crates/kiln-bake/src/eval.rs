@@ -116,7 +116,10 @@ impl<'e> Evaluator<'e> {
 
     fn eval_inner(&mut self, e: &Expr) -> Result<Value, Diags> {
         match e {
-            Expr::Literal(v, _) => Ok(v.clone()),
+            Expr::Null(_) => Ok(Value::null()),
+            Expr::Bool(b, _) => Ok(Value::Bool(*b)),
+            Expr::Number(n, _) => Ok(Value::Number(*n)),
+            Expr::Str(s, _) => Ok(Value::String(s.to_string())),
             Expr::Template(parts, span) => self.template(parts, *span),
             Expr::Tuple(items, _) => {
                 // Evaluate every element so that all unknown names are reported.
@@ -139,7 +142,7 @@ impl<'e> Evaluator<'e> {
                 let mut errs = Vec::new();
                 for (k, v) in items {
                     let key = match k {
-                        ObjKey::Ident(name, _) => name.clone(),
+                        ObjKey::Ident(name, _) => name.to_string(),
                         ObjKey::Expr(ke) => {
                             let kv = self.eval(ke)?;
                             if kv.is_null() {
@@ -175,19 +178,9 @@ impl<'e> Evaluator<'e> {
                 }
             }
             Expr::Var(name, span) => self.var(name, *span),
-            Expr::Call {
-                name,
-                args,
-                expand_final,
-                span,
-            } => self.call(name, args, *expand_final, *span),
-            Expr::Traversal { root, steps, span } => self.traversal(root, steps, *span),
-            Expr::Cond {
-                cond,
-                then,
-                otherwise,
-                ..
-            } => self.conditional(cond, then, otherwise),
+            Expr::Call(c, span) => self.call(&c.name, &c.args, c.expand_final, *span),
+            Expr::Traversal(t, span) => self.traversal(&t.root, &t.steps, *span),
+            Expr::Cond(c, _) => self.conditional(&c.cond, &c.then, &c.otherwise),
             Expr::Unary { op, expr, span } => {
                 let v = self.eval(expr)?;
                 let f = match op {
@@ -392,12 +385,13 @@ impl<'e> Evaluator<'e> {
                     Ok(s) => out.push_str(&s),
                     Err(e) => errs.extend(e.0),
                 },
-                TPart::If {
-                    cond,
-                    then,
-                    otherwise,
-                    ..
-                } => {
+                TPart::If(dir) => {
+                    let TIf {
+                        cond,
+                        then,
+                        otherwise,
+                        ..
+                    } = &**dir;
                     let c = self.eval(cond)?;
                     let b = match convert(c, &Type::Bool) {
                         Ok(Value::Bool(b)) => b,
@@ -411,13 +405,14 @@ impl<'e> Evaluator<'e> {
                     };
                     self.render_parts(if b { then } else { otherwise }, out, span)?;
                 }
-                TPart::For {
-                    key_var,
-                    val_var,
-                    coll,
-                    body,
-                    ..
-                } => {
+                TPart::For(dir) => {
+                    let TFor {
+                        key_var,
+                        val_var,
+                        coll,
+                        body,
+                        ..
+                    } = &**dir;
                     let c = self.eval(coll)?;
                     let items = iter_items(&c, coll.span())?;
                     self.charge(items.len().max(1), coll.span())?;
@@ -740,9 +735,9 @@ impl<'e> Evaluator<'e> {
         for (k, v) in items {
             self.locals.truncate(n);
             if let Some(kv) = &fe.key_var {
-                self.locals.push((kv.clone(), k));
+                self.locals.push((kv.to_string(), k));
             }
-            self.locals.push((fe.val_var.clone(), v));
+            self.locals.push((fe.val_var.to_string(), v));
             if let Some(cond) = &fe.cond {
                 let cv = self.eval(cond);
                 let cv = match cv {
@@ -829,7 +824,7 @@ impl<'e> Evaluator<'e> {
 /// type; everything else is of unknown type.
 fn failed_type(e: &Expr) -> Type {
     match e {
-        Expr::Template(parts, _) => match parts.as_slice() {
+        Expr::Template(parts, _) => match &**parts {
             [TPart::Interp(inner)] => failed_type(inner),
             _ => Type::String,
         },
@@ -1075,10 +1070,10 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
             "any" => Ok(Type::Dynamic),
             other => Err(bad(*span, &format!("{other:?}"))),
         },
-        Expr::Template(_, span) | Expr::Literal(Value::String(_), span) if is_literal_text(e) => {
+        Expr::Template(_, span) | Expr::Str(_, span) if is_literal_text(e) => {
             // JSON syntax: a string holding a type expression.
             let text = match e {
-                Expr::Literal(Value::String(s), _) => s.clone(),
+                Expr::Str(s, _) => s.to_string(),
                 _ => match e.template_text() {
                     Some(t) => t,
                     None => return Err(bad(*span, "this expression")),
@@ -1086,18 +1081,13 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
             };
             let parsed = crate::syntax::parse_expr(&text, span.file, span.start as usize)
                 .map_err(|_| bad(*span, &format!("{text:?}")))?;
-            if matches!(
-                parsed,
-                Expr::Literal(Value::String(_), _) | Expr::Template(..)
-            ) {
+            if matches!(parsed, Expr::Str(..) | Expr::Template(..)) {
                 return Err(bad(*span, &format!("{text:?}")));
             }
             type_expr(&parsed)
         }
-        Expr::Call {
-            name, args, span, ..
-        } => {
-            let args: &[Expr] = args;
+        Expr::Call(c, span) => {
+            let (name, args): (&Name, &[Expr]) = (&c.name, &c.args);
             let one = |args: &[Expr]| -> Result<Type, Diags> {
                 match args {
                     [a] => type_expr(a),
@@ -1129,9 +1119,9 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
                         let mut m = BTreeMap::new();
                         for (k, v) in items {
                             let key = match k {
-                                ObjKey::Ident(n, _) => n.clone(),
-                                ObjKey::Expr(Expr::Var(n, _)) => n.clone(),
-                                ObjKey::Expr(Expr::Literal(Value::String(s), _)) => s.clone(),
+                                ObjKey::Ident(n, _) => n.to_string(),
+                                ObjKey::Expr(Expr::Var(n, _)) => n.to_string(),
+                                ObjKey::Expr(Expr::Str(s, _)) => s.to_string(),
                                 ObjKey::Expr(other) => return Err(bad(other.span(), "this key")),
                             };
                             m.insert(key, type_expr(v)?);
@@ -1153,7 +1143,7 @@ pub fn type_expr(e: &Expr) -> Result<Type, Diags> {
 
 fn is_literal_text(e: &Expr) -> bool {
     match e {
-        Expr::Literal(Value::String(_), _) => true,
+        Expr::Str(..) => true,
         Expr::Template(parts, _) => parts.iter().all(|p| matches!(p, TPart::Lit(_))),
         _ => false,
     }

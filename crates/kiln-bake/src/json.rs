@@ -4,7 +4,6 @@
 
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
-use crate::value::Value;
 
 #[derive(Clone, Debug)]
 enum J {
@@ -248,34 +247,44 @@ pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
             "The root of a bake JSON file must be an object.",
         ));
     };
-    let mut body = Body {
-        span: root.span,
-        ..Body::default()
-    };
+    let mut names = Names::default();
+    let mut attrs = Vec::new();
+    let mut blocks = Vec::new();
     for (k, kspan, v) in items {
         match k.as_str() {
             "variable" | "target" | "group" | "function" => {
-                labeled_blocks(&k, kspan, v, &mut body)?;
+                let kind = names.get(&k);
+                labeled_blocks(&kind, kspan, v, &mut blocks, &mut names)?;
             }
-            _ => body.attrs.push(Attribute {
-                name: k,
+            _ => attrs.push(Attribute {
+                name: names.get(&k),
                 name_span: kspan,
                 expr: lower(&v)?,
             }),
         }
     }
-    Ok(body)
+    Ok(Body {
+        attrs: attrs.into_boxed_slice(),
+        blocks: blocks.into_boxed_slice(),
+        span: root.span,
+    })
 }
 
-fn labeled_blocks(kind: &str, kspan: Span, v: Node, out: &mut Body) -> Result<(), Diags> {
+fn labeled_blocks(
+    kind: &Name,
+    kspan: Span,
+    v: Node,
+    out: &mut Vec<Block>,
+    names: &mut Names,
+) -> Result<(), Diags> {
     match v.v {
         J::Object(labels) => {
             for (label, lspan, content) in labels {
                 for b in block_bodies(content)? {
-                    out.blocks.push(Block {
-                        kind: kind.to_string(),
-                        labels: vec![(label.clone(), lspan)],
-                        body: block_body(kind, b)?,
+                    out.push(Block {
+                        kind: kind.clone(),
+                        labels: Box::new([(label.clone(), lspan)]),
+                        body: block_body(kind, b, names)?,
                         span: kspan.to(lspan),
                     });
                 }
@@ -284,7 +293,7 @@ fn labeled_blocks(kind: &str, kspan: Span, v: Node, out: &mut Body) -> Result<()
         }
         J::Array(items) => {
             for it in items {
-                labeled_blocks(kind, kspan, it, out)?;
+                labeled_blocks(kind, kspan, it, out, names)?;
             }
             Ok(())
         }
@@ -309,7 +318,7 @@ fn block_bodies(n: Node) -> Result<Vec<Node>, Diags> {
     }
 }
 
-fn block_body(kind: &str, n: Node) -> Result<Body, Diags> {
+fn block_body(kind: &str, n: Node, names: &mut Names) -> Result<Body, Diags> {
     let span = n.span;
     let J::Object(items) = n.v else {
         return Err(Diags::at(
@@ -318,37 +327,39 @@ fn block_body(kind: &str, n: Node) -> Result<Body, Diags> {
             "A JSON object is required here, to define a block.",
         ));
     };
-    let mut body = Body {
-        span,
-        ..Body::default()
-    };
+    let mut attrs = Vec::new();
+    let mut blocks = Vec::new();
     for (k, kspan, v) in items {
         if kind == "variable" && k == "validation" {
             for b in block_bodies(v)? {
                 let bspan = b.span;
-                body.blocks.push(Block {
-                    kind: "validation".into(),
-                    labels: vec![],
-                    body: block_body("validation", b)?,
+                blocks.push(Block {
+                    kind: names.get("validation"),
+                    labels: Box::default(),
+                    body: block_body("validation", b, names)?,
                     span: kspan.to(bspan),
                 });
             }
             continue;
         }
-        body.attrs.push(Attribute {
-            name: k,
+        attrs.push(Attribute {
+            name: names.get(&k),
             name_span: kspan,
             expr: lower(&v)?,
         });
     }
-    Ok(body)
+    Ok(Body {
+        attrs: attrs.into_boxed_slice(),
+        blocks: blocks.into_boxed_slice(),
+        span,
+    })
 }
 
 fn lower(n: &Node) -> Result<Expr, Diags> {
     Ok(match &n.v {
-        J::Null => Expr::Literal(Value::null(), n.span),
-        J::Bool(b) => Expr::Literal(Value::Bool(*b), n.span),
-        J::Number(x) => Expr::Literal(Value::Number(*x), n.span),
+        J::Null => Expr::Null(n.span),
+        J::Bool(b) => Expr::Bool(*b, n.span),
+        J::Number(x) => Expr::Number(*x, n.span),
         J::Str(s, at) => string_expr(s, *at, n.span)?,
         J::Array(items) => Expr::Tuple(items.iter().map(lower).collect::<Result<_, _>>()?, n.span),
         J::Object(items) => {
@@ -361,18 +372,18 @@ fn lower(n: &Node) -> Result<Expr, Diags> {
                         kspan.start as usize + 1,
                     )?)
                 } else {
-                    ObjKey::Expr(Expr::Literal(Value::string(k.clone()), *kspan))
+                    ObjKey::Expr(Expr::Str(k.as_str().into(), *kspan))
                 };
                 out.push((key, lower(v)?));
             }
-            Expr::Object(out, n.span)
+            Expr::Object(out.into_boxed_slice(), n.span)
         }
     })
 }
 
 fn string_expr(s: &str, at: usize, span: Span) -> Result<Expr, Diags> {
     if !s.contains("${") && !s.contains("%{") {
-        return Ok(Expr::Literal(Value::string(s), span));
+        return Ok(Expr::Str(s.into(), span));
     }
     // Offsets inside the template are exact when the JSON string has no
     // escapes; with escapes they point near the error.

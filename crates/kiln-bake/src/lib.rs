@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value as J};
 
 pub use diag::{Diag, Diags, Pos, Source, Sources};
-pub use model::{Group, Target};
+pub use model::{Group, Target, TargetDecl};
 pub use parse::{Config, Options, VariableInfo};
 pub use resolve::{LinkProblem, ResolveError, Resolved};
 
@@ -353,7 +353,7 @@ pub fn config_json(c: &Config) -> J {
         J::Object(
             c.targets
                 .iter()
-                .map(|t| (t.name.clone(), t.to_json(false)))
+                .map(|t| (t.name.clone(), t.to_target().to_json(false)))
                 .collect(),
         ),
     );
@@ -391,7 +391,10 @@ pub fn tabwrite(rows: &[Vec<String>]) -> String {
 pub fn list_targets(c: &Config) -> String {
     let mut rows: Vec<(String, String)> = Vec::new();
     for t in &c.targets {
-        rows.push((t.name.clone(), t.description.clone().unwrap_or_default()));
+        rows.push((
+            t.name.clone(),
+            t.description.as_deref().unwrap_or_default().to_string(),
+        ));
     }
     for g in &c.groups {
         // buildx: the description, then the sorted members in parentheses

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as J};
 
+use crate::ast::{Name, Names};
 use crate::value::{Type, Value, convert};
 
 /// A structured list entry, kept as its `--print` object (`{"type": "local", "dest": "out"}`).
@@ -180,6 +181,264 @@ pub struct Target {
     pub policy: Option<Vec<Entry>>,
     /// Set when the target was pulled in by a `target:` link rather than requested.
     pub linked: bool,
+}
+
+/// A small map from names to values, sorted by key, without spare room:
+/// how [`TargetDecl`] keeps `args`, `labels`, `contexts` and `extra-hosts`.
+/// The keys are shared [`Name`]s (the same few keys repeat across the
+/// targets of a file); reads go by `&str`.
+#[derive(Clone, PartialEq)]
+pub struct StrMap<V>(Box<[(Name, V)]>);
+
+impl<V> StrMap<V> {
+    /// The map of `entries`, which must be sorted by key and unique (as a
+    /// `BTreeMap`'s are).
+    fn from_sorted(entries: Vec<(Name, V)>) -> StrMap<V> {
+        debug_assert!(entries.windows(2).all(|w| *w[0].0 < *w[1].0));
+        StrMap(entries.into_boxed_slice())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, &V)> + ExactSizeIterator {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V> Default for StrMap<V> {
+    fn default() -> Self {
+        StrMap(Box::default())
+    }
+}
+
+impl<V> std::ops::Index<&str> for StrMap<V> {
+    type Output = V;
+    fn index(&self, key: &str) -> &V {
+        self.get(key).expect("no entry found for key")
+    }
+}
+
+impl<V: std::fmt::Debug> std::fmt::Debug for StrMap<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+/// A target as its blocks declare it, before `inherits`, `--set` and
+/// normalisation: what [`crate::Config`] keeps for every target of the
+/// files. [`TargetDecl::to_target`] gives the full [`Target`].
+///
+/// Built to be small, since a file may declare tens of thousands of them:
+/// texts and lists without spare room, maps as sorted [`StrMap`]s, and the
+/// attributes few targets set kept apart, behind one pointer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TargetDecl {
+    pub name: String,
+    pub description: Option<Box<str>>,
+    pub inherits: Option<Box<[String]>>,
+    pub context: Option<Box<str>>,
+    pub contexts: Option<StrMap<String>>,
+    pub dockerfile: Option<Box<str>>,
+    pub args: Option<StrMap<Option<String>>>,
+    pub labels: Option<StrMap<Option<String>>>,
+    pub tags: Option<Box<[String]>>,
+    pub target: Option<Box<str>>,
+    pub platforms: Option<Box<[String]>>,
+    pub cache_from: Option<Box<[Entry]>>,
+    pub cache_to: Option<Box<[Entry]>>,
+    pub output: Option<Box<[Entry]>>,
+    /// The other attributes, when any of them is set.
+    pub rare: Option<Box<RareAttrs>>,
+}
+
+/// The attributes of a [`TargetDecl`] that few targets set.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RareAttrs {
+    pub annotations: Option<Box<[String]>>,
+    pub attest: Option<Box<[Entry]>>,
+    pub dockerfile_inline: Option<Box<str>>,
+    pub secret: Option<Box<[Entry]>>,
+    pub ssh: Option<Box<[Entry]>>,
+    pub pull: Option<bool>,
+    pub no_cache: Option<bool>,
+    pub network: Option<Box<str>>,
+    pub no_cache_filter: Option<Box<[String]>>,
+    pub shm_size: Option<Box<str>>,
+    pub ulimits: Option<Box<[String]>>,
+    pub resources: Option<Resources>,
+    pub call: Option<Box<str>>,
+    pub entitlements: Option<Box<[String]>>,
+    pub extra_hosts: Option<StrMap<Option<String>>>,
+    pub policy: Option<Box<[Entry]>>,
+}
+
+impl TargetDecl {
+    /// The declaration of a decoded target, `keys` sharing map keys.
+    pub fn from_target(t: Target, keys: &mut Names) -> TargetDecl {
+        fn text(s: Option<String>) -> Option<Box<str>> {
+            s.map(String::into_boxed_str)
+        }
+        fn list(l: Option<Vec<String>>) -> Option<Box<[String]>> {
+            l.map(|l| {
+                l.into_iter()
+                    .map(|mut s| {
+                        s.shrink_to_fit();
+                        s
+                    })
+                    .collect()
+            })
+        }
+        fn entries(l: Option<Vec<Entry>>) -> Option<Box<[Entry]>> {
+            l.map(Vec::into_boxed_slice)
+        }
+        fn map<V>(
+            m: Option<BTreeMap<String, V>>,
+            keys: &mut Names,
+            mut value: impl FnMut(V) -> V,
+        ) -> Option<StrMap<V>> {
+            m.map(|m| {
+                StrMap::from_sorted(
+                    m.into_iter()
+                        .map(|(k, v)| (keys.get(&k), value(v)))
+                        .collect(),
+                )
+            })
+        }
+        let shrink = |mut s: String| {
+            s.shrink_to_fit();
+            s
+        };
+        let shrink_opt = |v: Option<String>| v.map(shrink);
+        let rare = RareAttrs {
+            annotations: list(t.annotations),
+            attest: entries(t.attest),
+            dockerfile_inline: text(t.dockerfile_inline),
+            secret: entries(t.secret),
+            ssh: entries(t.ssh),
+            pull: t.pull,
+            no_cache: t.no_cache,
+            network: text(t.network),
+            no_cache_filter: list(t.no_cache_filter),
+            shm_size: text(t.shm_size),
+            ulimits: list(t.ulimits),
+            resources: t.resources,
+            call: text(t.call),
+            entitlements: list(t.entitlements),
+            extra_hosts: map(t.extra_hosts, keys, shrink_opt),
+            policy: entries(t.policy),
+        };
+        TargetDecl {
+            name: shrink(t.name),
+            description: text(t.description),
+            inherits: list(t.inherits),
+            context: text(t.context),
+            contexts: map(t.contexts, keys, shrink),
+            dockerfile: text(t.dockerfile),
+            args: map(t.args, keys, shrink_opt),
+            labels: map(t.labels, keys, shrink_opt),
+            tags: list(t.tags),
+            target: text(t.target),
+            platforms: list(t.platforms),
+            cache_from: entries(t.cache_from),
+            cache_to: entries(t.cache_to),
+            output: entries(t.output),
+            rare: (rare != RareAttrs::default()).then(|| Box::new(rare)),
+        }
+    }
+
+    /// The full [`Target`] (as decoded from its blocks and merged).
+    pub fn to_target(&self) -> Target {
+        fn text(s: &Option<Box<str>>) -> Option<String> {
+            s.as_deref().map(String::from)
+        }
+        fn list(l: &Option<Box<[String]>>) -> Option<Vec<String>> {
+            l.as_deref().map(<[String]>::to_vec)
+        }
+        fn entries(l: &Option<Box<[Entry]>>) -> Option<Vec<Entry>> {
+            l.as_deref().map(<[Entry]>::to_vec)
+        }
+        fn map<V: Clone>(m: &Option<StrMap<V>>) -> Option<BTreeMap<String, V>> {
+            m.as_ref()
+                .map(|m| m.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        }
+        let none = RareAttrs::default();
+        let r = self.rare.as_deref().unwrap_or(&none);
+        Target {
+            name: self.name.clone(),
+            description: text(&self.description),
+            inherits: list(&self.inherits),
+            annotations: list(&r.annotations),
+            attest: entries(&r.attest),
+            context: text(&self.context),
+            contexts: map(&self.contexts),
+            dockerfile: text(&self.dockerfile),
+            dockerfile_inline: text(&r.dockerfile_inline),
+            args: map(&self.args),
+            labels: map(&self.labels),
+            tags: list(&self.tags),
+            cache_from: entries(&self.cache_from),
+            cache_to: entries(&self.cache_to),
+            target: text(&self.target),
+            secret: entries(&r.secret),
+            ssh: entries(&r.ssh),
+            platforms: list(&self.platforms),
+            output: entries(&self.output),
+            pull: r.pull,
+            no_cache: r.no_cache,
+            network: text(&r.network),
+            no_cache_filter: list(&r.no_cache_filter),
+            shm_size: text(&r.shm_size),
+            ulimits: list(&r.ulimits),
+            resources: r.resources.clone(),
+            call: text(&r.call),
+            entitlements: list(&r.entitlements),
+            extra_hosts: map(&r.extra_hosts),
+            policy: entries(&r.policy),
+            linked: false,
+        }
+    }
+
+    /// The value of a map attribute (`args`, `contexts`, `labels`,
+    /// `extra-hosts`) at `key`: `Some(None)` for a null value, `None` when
+    /// the attribute or the key is not there.
+    pub fn map_value(&self, attr: &str, key: &str) -> Option<Option<&str>> {
+        fn opt<'m>(m: &'m Option<StrMap<Option<String>>>, key: &str) -> Option<Option<&'m str>> {
+            m.as_ref()?.get(key).map(|v| v.as_deref())
+        }
+        match attr {
+            "contexts" => self.contexts.as_ref()?.get(key).map(|v| Some(v.as_str())),
+            "args" => opt(&self.args, key),
+            "labels" => opt(&self.labels, key),
+            "extra-hosts" => opt(&self.rare.as_ref()?.extra_hosts, key),
+            _ => None,
+        }
+    }
 }
 
 /// A bake group.
@@ -827,77 +1086,86 @@ impl Target {
 
     /// `Target.Merge`: fold `o` (a later block, or the child over its parents) into `self`.
     pub fn merge(&mut self, o: &Target) {
-        fn over<T: Clone>(a: &mut Option<T>, b: &Option<T>) {
+        self.merge_owned(o.clone());
+    }
+
+    /// [`Target::merge`] taking the other target's fields instead of
+    /// copying them.
+    pub fn merge_owned(&mut self, o: Target) {
+        fn over<T>(a: &mut Option<T>, b: Option<T>) {
             if b.is_some() {
-                *a = b.clone();
+                *a = b;
             }
         }
-        fn append<T: Clone>(a: &mut Option<Vec<T>>, b: &Option<Vec<T>>) {
+        fn append<T>(a: &mut Option<Vec<T>>, b: Option<Vec<T>>) {
             if let Some(b) = b {
-                a.get_or_insert_with(Vec::new).extend(b.iter().cloned());
+                match a {
+                    Some(a) => a.extend(b),
+                    None => *a = Some(b),
+                }
             }
         }
         fn keywise(
             a: &mut Option<BTreeMap<String, Option<String>>>,
-            b: &Option<BTreeMap<String, Option<String>>>,
+            b: Option<BTreeMap<String, Option<String>>>,
         ) {
             if let Some(b) = b {
                 let m = a.get_or_insert_with(BTreeMap::new);
                 for (k, v) in b {
                     if v.is_some() {
-                        m.insert(k.clone(), v.clone());
+                        m.insert(k, v);
                     }
                 }
             }
         }
         if o.description.as_deref().is_some_and(|d| !d.is_empty()) {
-            self.description = o.description.clone();
+            self.description = o.description;
         }
-        append(&mut self.inherits, &o.inherits);
-        over(&mut self.context, &o.context);
-        if let Some(b) = &o.contexts {
+        append(&mut self.inherits, o.inherits);
+        over(&mut self.context, o.context);
+        if let Some(b) = o.contexts {
             let m = self.contexts.get_or_insert_with(BTreeMap::new);
             for (k, v) in b {
-                m.insert(k.clone(), v.clone());
+                m.insert(k, v);
             }
         }
-        over(&mut self.dockerfile, &o.dockerfile);
-        over(&mut self.dockerfile_inline, &o.dockerfile_inline);
-        keywise(&mut self.args, &o.args);
-        keywise(&mut self.labels, &o.labels);
-        over(&mut self.tags, &o.tags);
-        if let Some(b) = &o.cache_from {
-            self.cache_from = merge_cache(self.cache_from.take(), b.clone());
+        over(&mut self.dockerfile, o.dockerfile);
+        over(&mut self.dockerfile_inline, o.dockerfile_inline);
+        keywise(&mut self.args, o.args);
+        keywise(&mut self.labels, o.labels);
+        over(&mut self.tags, o.tags);
+        if let Some(b) = o.cache_from {
+            self.cache_from = merge_cache(self.cache_from.take(), b);
         }
-        over(&mut self.cache_to, &o.cache_to);
-        over(&mut self.target, &o.target);
-        if let Some(b) = &o.secret {
-            self.secret = merge_entries(self.secret.take(), b.clone());
+        over(&mut self.cache_to, o.cache_to);
+        over(&mut self.target, o.target);
+        if let Some(b) = o.secret {
+            self.secret = merge_entries(self.secret.take(), b);
         }
-        if let Some(b) = &o.ssh {
-            self.ssh = merge_entries(self.ssh.take(), b.clone());
+        if let Some(b) = o.ssh {
+            self.ssh = merge_entries(self.ssh.take(), b);
         }
-        over(&mut self.platforms, &o.platforms);
-        over(&mut self.output, &o.output);
-        over(&mut self.pull, &o.pull);
-        over(&mut self.no_cache, &o.no_cache);
-        over(&mut self.network, &o.network);
-        append(&mut self.no_cache_filter, &o.no_cache_filter);
-        over(&mut self.shm_size, &o.shm_size);
-        append(&mut self.ulimits, &o.ulimits);
+        over(&mut self.platforms, o.platforms);
+        over(&mut self.output, o.output);
+        over(&mut self.pull, o.pull);
+        over(&mut self.no_cache, o.no_cache);
+        over(&mut self.network, o.network);
+        append(&mut self.no_cache_filter, o.no_cache_filter);
+        over(&mut self.shm_size, o.shm_size);
+        append(&mut self.ulimits, o.ulimits);
         if let Some(r) = &o.resources {
             self.resources
                 .get_or_insert_with(Resources::default)
                 .merge(r);
         }
-        over(&mut self.call, &o.call);
-        append(&mut self.entitlements, &o.entitlements);
-        keywise(&mut self.extra_hosts, &o.extra_hosts);
-        append(&mut self.annotations, &o.annotations);
+        over(&mut self.call, o.call);
+        append(&mut self.entitlements, o.entitlements);
+        keywise(&mut self.extra_hosts, o.extra_hosts);
+        append(&mut self.annotations, o.annotations);
         if let Some(b) = &o.attest {
             merge_by_key(self.attest.get_or_insert_with(Vec::new), b, "type");
         }
-        append(&mut self.policy, &o.policy);
+        append(&mut self.policy, o.policy);
     }
 
     /// `normalize()`: dedupe lists, drop empty strings and empty contexts,
@@ -1258,5 +1526,82 @@ mod tests {
         a.merge(&b);
         assert_eq!(a.tags, Some(vec![]));
         assert_eq!(a.args.unwrap()["X"], Some("1".into()));
+    }
+
+    /// Every target of the files is kept as a declaration until the end:
+    /// its size is part of the memory budget per target.
+    #[test]
+    fn declarations_stay_small() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<StrMap<Option<String>>>(), 16);
+        assert_eq!(size_of::<Option<StrMap<Option<String>>>>(), 16);
+        assert_eq!(size_of::<TargetDecl>(), 240);
+    }
+
+    /// A declaration gives back the target it was made from, every field
+    /// (set, empty or unset) included.
+    #[test]
+    fn declarations_give_back_their_target() {
+        let strs = |v: &[&str]| Some(v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let smap = |v: &[(&str, Option<&str>)]| {
+            Some(
+                v.iter()
+                    .map(|(k, v)| (k.to_string(), v.map(String::from)))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        let entries = |s: &str, kind| Some(parse_entries(s, kind).unwrap());
+        let full = Target {
+            name: "t".into(),
+            description: Some("d".into()),
+            inherits: strs(&["a", "b"]),
+            annotations: strs(&["x=1"]),
+            attest: entries("type=provenance,mode=max", EntryKind::Attest),
+            context: Some(".".into()),
+            contexts: Some([("c".to_string(), "target:u".to_string())].into()),
+            dockerfile: Some("Dockerfile".into()),
+            dockerfile_inline: Some("FROM x".into()),
+            args: smap(&[("A", Some("1")), ("B", None)]),
+            labels: smap(&[("l", Some("v"))]),
+            tags: strs(&[]),
+            cache_from: entries("type=registry,ref=r", EntryKind::Cache),
+            cache_to: Some(vec![]),
+            target: Some("final".into()),
+            secret: entries("id=s,env=S", EntryKind::Secret),
+            ssh: entries("default", EntryKind::Ssh),
+            platforms: strs(&["linux/amd64"]),
+            output: entries("type=docker", EntryKind::Output),
+            pull: Some(true),
+            no_cache: Some(false),
+            network: Some("host".into()),
+            no_cache_filter: strs(&["s"]),
+            shm_size: Some("1g".into()),
+            ulimits: strs(&["nofile=1024"]),
+            resources: Some(Resources {
+                memory: Some("1g".into()),
+                ..Resources::default()
+            }),
+            call: Some("check".into()),
+            entitlements: strs(&["network.host"]),
+            extra_hosts: smap(&[("h", Some("1.2.3.4"))]),
+            policy: entries("type=p", EntryKind::Policy),
+            linked: false,
+        };
+        let mut keys = Names::default();
+        for t in [full, Target::default()] {
+            let d = TargetDecl::from_target(t.clone(), &mut keys);
+            assert_eq!(d.to_target(), t);
+        }
+        let only_common = Target {
+            name: "c".into(),
+            tags: strs(&["a"]),
+            args: smap(&[("A", None)]),
+            ..Target::default()
+        };
+        let d = TargetDecl::from_target(only_common.clone(), &mut keys);
+        assert!(d.rare.is_none(), "nothing rare is set: {d:?}");
+        assert_eq!(d.to_target(), only_common);
+        assert_eq!(d.map_value("args", "A"), Some(None));
+        assert_eq!(d.map_value("args", "B"), None);
     }
 }

@@ -13,7 +13,6 @@ use hcl_edit::template::{self as ht, Element, Strip};
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
 use crate::syntax::unterminated_string;
-use crate::value::Value;
 
 /// Parses a whole file body.
 pub fn parse_body(text: &str, file: u32) -> Result<Body, Diags> {
@@ -43,7 +42,7 @@ pub fn parse_template(text: &str, file: u32, base: usize) -> Result<Expr, Diags>
     let mut lw = Lower { file, base };
     let span = Span::new(file, base, base + text.len());
     let parts = lw.template(&t);
-    Ok(Expr::Template(parts, span))
+    Ok(Expr::Template(parts.into_boxed_slice(), span))
 }
 
 /// Parses a standalone expression (a JSON syntax `type` or a `--set` value).
@@ -89,14 +88,12 @@ impl Lower {
     }
 
     fn body(&mut self, body: &hs::Body, span: Span) -> Body {
-        let mut out = Body {
-            span,
-            ..Body::default()
-        };
+        let mut attrs = Vec::new();
+        let mut blocks = Vec::new();
         for s in body.iter() {
             match s {
-                hs::Structure::Attribute(a) => out.attrs.push(Attribute {
-                    name: a.key.as_str().to_string(),
+                hs::Structure::Attribute(a) => attrs.push(Attribute {
+                    name: a.key.as_str().into(),
                     name_span: self.span(a.key.span()),
                     expr: self.expr(&a.value),
                 }),
@@ -113,43 +110,47 @@ impl Lower {
                         .or(b.ident.span().map(|r| r.end))
                         .unwrap_or(head_start);
                     let bspan = self.span(b.body.span().or(b.span()));
-                    out.blocks.push(Block {
-                        kind: b.ident.as_str().to_string(),
-                        labels,
+                    blocks.push(Block {
+                        kind: b.ident.as_str().into(),
+                        labels: labels.into_boxed_slice(),
                         body: self.body(&b.body, bspan),
                         span: self.span(Some(head_start..head_end)),
                     });
                 }
             }
         }
-        out
+        Body {
+            attrs: attrs.into_boxed_slice(),
+            blocks: blocks.into_boxed_slice(),
+            span,
+        }
     }
 
     fn expr(&mut self, e: &E) -> Expr {
         let span = self.span(e.span());
         match e {
-            E::Null(_) => Expr::Literal(Value::null(), span),
-            E::Bool(b) => Expr::Literal(Value::Bool(*b.value()), span),
-            E::Number(n) => {
-                Expr::Literal(Value::Number(n.value().as_f64().unwrap_or(f64::MAX)), span)
-            }
-            E::String(s) => Expr::Literal(Value::String(s.value().to_string()), span),
+            E::Null(_) => Expr::Null(span),
+            E::Bool(b) => Expr::Bool(*b.value(), span),
+            E::Number(n) => Expr::Number(n.value().as_f64().unwrap_or(f64::MAX), span),
+            E::String(s) => Expr::Str(s.value().as_str().into(), span),
             E::Array(a) => Expr::Tuple(a.iter().map(|x| self.expr(x)).collect(), span),
             E::Object(o) => {
                 let mut items = Vec::new();
                 for (k, v) in o.iter() {
                     let key = match k {
                         he::ObjectKey::Ident(id) => {
-                            ObjKey::Ident(id.as_str().to_string(), self.span(id.span()))
+                            ObjKey::Ident(id.as_str().into(), self.span(id.span()))
                         }
                         he::ObjectKey::Expression(x) => ObjKey::Expr(self.expr(x)),
                     };
                     items.push((key, self.expr(v.expr())));
                 }
-                Expr::Object(items, span)
+                Expr::Object(items.into_boxed_slice(), span)
             }
-            E::StringTemplate(t) => Expr::Template(self.template(t), span),
-            E::HeredocTemplate(h) => Expr::Template(self.template(&h.template), span),
+            E::StringTemplate(t) => Expr::Template(self.template(t).into_boxed_slice(), span),
+            E::HeredocTemplate(h) => {
+                Expr::Template(self.template(&h.template).into_boxed_slice(), span)
+            }
             E::Parenthesis(p) => {
                 let inner = self.expr(p.inner());
                 // Keep the parenthesised span for messages.
@@ -158,13 +159,15 @@ impl Lower {
                     other => other,
                 }
             }
-            E::Variable(v) => Expr::Var(v.as_str().to_string(), span),
-            E::Conditional(c) => Expr::Cond {
-                cond: Box::new(self.expr(&c.cond_expr)),
-                then: Box::new(self.expr(&c.true_expr)),
-                otherwise: Box::new(self.expr(&c.false_expr)),
+            E::Variable(v) => Expr::Var(v.as_str().into(), span),
+            E::Conditional(c) => Expr::Cond(
+                Box::new(Cond {
+                    cond: self.expr(&c.cond_expr),
+                    then: self.expr(&c.true_expr),
+                    otherwise: self.expr(&c.false_expr),
+                }),
                 span,
-            },
+            ),
             E::FuncCall(f) => {
                 let mut name = String::new();
                 for ns in &f.name.namespace {
@@ -172,12 +175,14 @@ impl Lower {
                     name.push_str("::");
                 }
                 name.push_str(f.name.name.as_str());
-                Expr::Call {
-                    name,
-                    args: f.args.iter().map(|a| self.expr(a)).collect(),
-                    expand_final: f.args.expand_final(),
+                Expr::Call(
+                    Box::new(Call {
+                        name: name.into(),
+                        args: f.args.iter().map(|a| self.expr(a)).collect(),
+                        expand_final: f.args.expand_final(),
+                    }),
                     span,
-                }
+                )
             }
             E::Traversal(t) => {
                 let root = self.expr(&t.expr);
@@ -190,20 +195,16 @@ impl Lower {
                             he::TraversalOperator::AttrSplat(_) => Step::AttrSplat(sp),
                             he::TraversalOperator::FullSplat(_) => Step::FullSplat(sp),
                             he::TraversalOperator::GetAttr(id) => {
-                                Step::Attr(id.as_str().to_string(), sp)
+                                Step::Attr(id.as_str().into(), sp)
                             }
                             he::TraversalOperator::Index(x) => Step::Index(self.expr(x), sp),
                             he::TraversalOperator::LegacyIndex(n) => {
-                                Step::Index(Expr::Literal(Value::Number(*n.value() as f64), sp), sp)
+                                Step::Index(Expr::Number(*n.value() as f64, sp), sp)
                             }
                         }
                     })
                     .collect();
-                Expr::Traversal {
-                    root: Box::new(root),
-                    steps,
-                    span,
-                }
+                Expr::Traversal(Box::new(Traversal { root, steps }), span)
             }
             E::UnaryOp(u) => Expr::Unary {
                 op: match u.operator.value() {
@@ -238,8 +239,8 @@ impl Lower {
                 }
             }
             E::ForExpr(f) => Expr::For(Box::new(ForExpr {
-                key_var: f.intro.key_var.as_ref().map(|k| k.as_str().to_string()),
-                val_var: f.intro.value_var.as_str().to_string(),
+                key_var: f.intro.key_var.as_ref().map(|k| k.as_str().into()),
+                val_var: f.intro.value_var.as_str().into(),
                 coll: self.expr(&f.intro.collection_expr),
                 key_expr: f.key_expr.as_ref().map(|k| self.expr(k)),
                 val_expr: self.expr(&f.value_expr),
@@ -259,7 +260,7 @@ impl Lower {
         for el in elems {
             match el {
                 Element::Literal(s) => {
-                    parts.push((TPart::Lit(s.value().to_string()), false, false))
+                    parts.push((TPart::Lit(s.value().as_str().into()), false, false))
                 }
                 Element::Interpolation(i) => {
                     let (s, e) = strip_flags(i.strip);
@@ -299,12 +300,12 @@ impl Lower {
                             }
                         }
                         parts.push((
-                            TPart::If {
-                                cond: Box::new(self.expr(&ifd.if_expr.cond_expr)),
-                                then,
-                                otherwise,
+                            TPart::If(Box::new(TIf {
+                                cond: self.expr(&ifd.if_expr.cond_expr),
+                                then: then.into_boxed_slice(),
+                                otherwise: otherwise.into_boxed_slice(),
                                 span,
-                            },
+                            })),
                             s,
                             e,
                         ));
@@ -321,13 +322,13 @@ impl Lower {
                             strip_trailing(&mut body);
                         }
                         parts.push((
-                            TPart::For {
+                            TPart::For(Box::new(TFor {
                                 key_var: fd.for_expr.key_var.as_ref().map(|k| k.as_str().into()),
                                 val_var: fd.for_expr.value_var.as_str().into(),
-                                coll: Box::new(self.expr(&fd.for_expr.collection_expr)),
-                                body,
+                                coll: self.expr(&fd.for_expr.collection_expr),
+                                body: body.into_boxed_slice(),
                                 span,
-                            },
+                            })),
                             s,
                             e,
                         ));
@@ -342,13 +343,13 @@ impl Lower {
                 && i > 0
                 && let TPart::Lit(s) = &mut parts[i - 1].0
             {
-                *s = s.trim_end().to_string();
+                *s = s.trim_end().into();
             }
             if strip_after
                 && i + 1 < parts.len()
                 && let TPart::Lit(s) = &mut parts[i + 1].0
             {
-                *s = s.trim_start().to_string();
+                *s = s.trim_start().into();
             }
         }
         parts.into_iter().map(|(p, _, _)| p).collect()
@@ -361,13 +362,13 @@ fn strip_flags(s: Strip) -> (bool, bool) {
 
 fn strip_leading(parts: &mut [TPart]) {
     if let Some(TPart::Lit(s)) = parts.first_mut() {
-        *s = s.trim_start().to_string();
+        *s = s.trim_start().into();
     }
 }
 
 fn strip_trailing(parts: &mut [TPart]) {
     if let Some(TPart::Lit(s)) = parts.last_mut() {
-        *s = s.trim_end().to_string();
+        *s = s.trim_end().into();
     }
 }
 

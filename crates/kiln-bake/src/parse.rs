@@ -6,12 +6,13 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::ast::*;
 use crate::diag::{Diag, Diags};
 use crate::eval::{Env, Evaluator, UserFunc, type_expr};
 use crate::fxhash::{FxHashMap, FxHashSet, FxIndexMap};
-use crate::model::{Group, TARGET_ATTRS, Target, parse_go_bool};
+use crate::model::{Group, TARGET_ATTRS, Target, TargetDecl, parse_go_bool};
 use crate::value::{Type, Value, convert, from_json_typed, parse_number};
 
 /// Inputs to evaluation besides the files.
@@ -57,62 +58,220 @@ pub struct VariableInfo {
     pub span: Option<Span>,
 }
 
+/// Where each target of a [`Config`] was declared, by the target's index
+/// in [`Config::targets`]: the header of its first block, where each of its
+/// attributes was first written and where the entries of its map
+/// attributes were written, with the name → index table to find them.
+/// Shared by [`Config::target_spans`], [`Config::target_dirs`] and
+/// [`Config::attr_spans`].
+#[derive(Debug, Default)]
+struct TargetSites {
+    index: FxHashMap<Box<str>, u32>,
+    heads: Vec<Span>,
+    /// (attribute, span of its value), the attribute as an [`AttrId`].
+    attrs: Vec<Box<[(AttrId, Span)]>>,
+    entries: Vec<Box<[EntrySite]>>,
+    /// The names of the attributes whose [`AttrId`] is past [`KNOWN_ATTRS`].
+    other_attrs: Vec<Box<str>>,
+    /// The directory of each file.
+    dirs: Vec<String>,
+}
+
+/// An attribute name: an index into [`KNOWN_ATTRS`], or past its end, into
+/// [`TargetSites::other_attrs`].
+type AttrId = u16;
+
+/// The attribute names of target blocks: [`TARGET_ATTRS`], `matrix`, `name`.
+fn known_attr(name: &str) -> Option<AttrId> {
+    TARGET_ATTRS
+        .iter()
+        .chain(["matrix", "name"].iter())
+        .position(|k| *k == name)
+        .map(|i| i as AttrId)
+}
+
+const KNOWN_ATTRS: usize = TARGET_ATTRS.len() + 2;
+
+/// One entry of a map attribute written in an object literal: its key and
+/// the span of its value. The value it was written with is the target's
+/// (a later block that changes it replaces the site).
+#[derive(Clone, Debug)]
+struct EntrySite {
+    attr: MapAttr,
+    key: Name,
+    span: Span,
+}
+
+/// The map attributes of a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MapAttr {
+    Contexts,
+    Args,
+    Labels,
+    ExtraHosts,
+}
+
+impl MapAttr {
+    fn of(attr: &str) -> Option<MapAttr> {
+        Some(match attr {
+            "contexts" => MapAttr::Contexts,
+            "args" => MapAttr::Args,
+            "labels" => MapAttr::Labels,
+            "extra-hosts" => MapAttr::ExtraHosts,
+            _ => return None,
+        })
+    }
+}
+
+impl TargetSites {
+    fn find(&self, target: &str) -> Option<usize> {
+        self.index.get(target).map(|&i| i as usize)
+    }
+
+    fn attr_id(&mut self, name: &str) -> AttrId {
+        if let Some(id) = known_attr(name) {
+            return id;
+        }
+        let i = match self.other_attrs.iter().position(|n| **n == *name) {
+            Some(i) => i,
+            None => {
+                self.other_attrs.push(name.into());
+                self.other_attrs.len() - 1
+            }
+        };
+        (KNOWN_ATTRS + i) as AttrId
+    }
+
+    fn attr_span(&self, target: &str, attr: &str) -> Option<&Span> {
+        let id = match known_attr(attr) {
+            Some(id) => id,
+            None => {
+                let i = self.other_attrs.iter().position(|n| **n == *attr)?;
+                (KNOWN_ATTRS + i) as AttrId
+            }
+        };
+        self.attrs[self.find(target)?]
+            .iter()
+            .find(|(a, _)| *a == id)
+            .map(|(_, s)| s)
+    }
+
+    /// Records the attributes of one block of target `ti`; an attribute
+    /// already recorded keeps its first span.
+    fn record_attrs(&mut self, ti: usize, attrs: &[Attribute]) {
+        let mut list = std::mem::take(&mut self.attrs[ti]).into_vec();
+        list.reserve_exact(attrs.len());
+        for a in attrs {
+            let id = self.attr_id(&a.name);
+            if !list.iter().any(|(n, _)| *n == id) {
+                list.push((id, a.expr.span()));
+            }
+        }
+        self.attrs[ti] = list.into_boxed_slice();
+    }
+
+    /// Records where the entries of map attribute `a` of one block of
+    /// target `ti` (decoded as `t`) were written; see [`Config::entry_span`].
+    fn record_entries(&mut self, ti: usize, a: &Attribute, t: &Target, keys: &mut Names) {
+        let Some((attr, map)) = map_view(t, &a.name) else {
+            return;
+        };
+        let mut list = std::mem::take(&mut self.entries[ti]).into_vec();
+        // This block's values replace earlier blocks' when the targets merge.
+        list.retain(|e| {
+            e.attr != attr
+                || !matches!(
+                    map.binary_search_by(|(k, _)| (*k).cmp(e.key.as_str())),
+                    Ok(i) if map[i].1.is_some()
+                )
+        });
+        if let Expr::Object(items, _) = &a.expr {
+            // Later entries win; an entry before a computed key may be
+            // replaced by it, so only the entries after the last computed
+            // key are recorded.
+            let mut seen: Vec<Cow<'_, str>> = Vec::new();
+            for (k, e) in items.iter().rev() {
+                let Some(key) = literal_key(k) else {
+                    break;
+                };
+                if seen.contains(&key) {
+                    continue;
+                }
+                if let Ok(i) = map.binary_search_by(|(k, _)| (*k).cmp(&key))
+                    && map[i].1.is_some()
+                {
+                    list.retain(|x| x.attr != attr || *x.key != *key);
+                    list.push(EntrySite {
+                        attr,
+                        key: keys.get(&key),
+                        span: e.span(),
+                    });
+                }
+                seen.push(key);
+            }
+        }
+        self.entries[ti] = list.into_boxed_slice();
+    }
+}
+
+/// Where each target was first declared (its block header): read like a
+/// map from target names to spans.
+#[derive(Clone, Debug, Default)]
+pub struct TargetSpans(Arc<TargetSites>);
+
+impl TargetSpans {
+    /// The header of the first block declaring `target`.
+    pub fn get(&self, target: &str) -> Option<&Span> {
+        self.0.heads.get(self.0.find(target)?)
+    }
+
+    pub fn contains_key(&self, target: &str) -> bool {
+        self.0.find(target).is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.heads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.heads.is_empty()
+    }
+}
+
+/// The directory of the file that first declared each target: read like
+/// a map from target names to directories.
+#[derive(Clone, Debug, Default)]
+pub struct TargetDirs(Arc<TargetSites>);
+
+impl TargetDirs {
+    /// The directory of the file that first declared `target`.
+    pub fn get(&self, target: &str) -> Option<&str> {
+        let sites = &self.0;
+        let head = sites.heads.get(sites.find(target)?)?;
+        Some(
+            sites
+                .dirs
+                .get(head.file as usize)
+                .map_or(".", String::as_str),
+        )
+    }
+}
+
 /// Where each target's attributes were first declared, kept per target (a
 /// short list each) rather than one entry per (target, attribute) pair.
 #[derive(Clone, Debug, Default)]
-pub struct AttrSpans(FxHashMap<String, Vec<(Cow<'static, str>, Span)>>);
+pub struct AttrSpans(Arc<TargetSites>);
 
 impl AttrSpans {
     /// The span of attribute `attr` of `target`.
     pub fn span(&self, target: &str, attr: &str) -> Option<Span> {
-        self.get_ref(target, attr).copied()
+        self.0.attr_span(target, attr).copied()
     }
 
     /// [`AttrSpans::span`] keyed by a (target, attribute) pair, as a map
     /// of such pairs would be.
     pub fn get(&self, key: &(String, String)) -> Option<&Span> {
-        self.get_ref(&key.0, &key.1)
-    }
-
-    fn get_ref(&self, target: &str, attr: &str) -> Option<&Span> {
-        self.0
-            .get(target)?
-            .iter()
-            .find(|(a, _)| a == attr)
-            .map(|(_, s)| s)
-    }
-
-    /// Records the attributes of one block of `target`; an attribute
-    /// already recorded keeps its first span.
-    fn record(&mut self, target: &str, attrs: &[Attribute]) {
-        let name = |a: &Attribute| -> Cow<'static, str> {
-            match TARGET_ATTRS
-                .iter()
-                .chain(["matrix", "name"].iter())
-                .find(|k| **k == a.name)
-            {
-                Some(k) => Cow::Borrowed(k),
-                None => Cow::Owned(a.name.clone()),
-            }
-        };
-        match self.0.get_mut(target) {
-            Some(list) => {
-                for a in attrs {
-                    if !list.iter().any(|(n, _)| *n == a.name) {
-                        list.push((name(a), a.expr.span()));
-                    }
-                }
-            }
-            None => {
-                let mut list: Vec<(Cow<'static, str>, Span)> = Vec::with_capacity(attrs.len());
-                for a in attrs {
-                    if !list.iter().any(|(n, _)| *n == a.name) {
-                        list.push((name(a), a.expr.span()));
-                    }
-                }
-                self.0.insert(target.to_string(), list);
-            }
-        }
+        self.0.attr_span(&key.0, &key.1)
     }
 }
 
@@ -133,39 +292,22 @@ fn estimated_instances(b: &Block) -> usize {
         .min(100_000)
 }
 
-/// One entry of a map attribute as a target's block wrote it: the key, the
-/// span of its value and the string the value evaluated to.
-#[derive(Clone, Debug)]
-pub struct EntrySpan {
-    pub key: String,
-    pub span: Span,
-    pub value: String,
-}
-
-/// target → map attribute → the entries its blocks wrote; see
-/// [`Config::entry_spans`]. Nested so that a lookup allocates nothing.
-pub type EntrySpans = FxHashMap<String, Vec<(&'static str, Vec<EntrySpan>)>>;
-
 /// The result of parsing: every target and group, in declaration order.
 #[derive(Clone, Debug, Default)]
 pub struct Config {
-    pub targets: Vec<Target>,
+    /// Every target as its blocks declare it (blocks of one name merged).
+    pub targets: Vec<TargetDecl>,
     pub groups: Vec<Group>,
     pub variables: Vec<VariableInfo>,
     /// Where each target was first declared (block header).
-    pub target_spans: HashMap<String, Span>,
+    pub target_spans: TargetSpans,
     /// Where each target's attributes were declared (first occurrence).
+    /// It also knows where the entries of each target's map attributes
+    /// were written: see [`Config::entry_span`].
     pub attr_spans: AttrSpans,
-    /// Where the entries of each target's map attributes (`args`,
-    /// `contexts`, `labels`, `extra-hosts`) were written, for attributes
-    /// written as object literals with literal keys: target → attribute →
-    /// key, the span of the entry's value and the string it evaluated to.
-    /// As in merging, a later block's entry replaces an earlier one (a null
-    /// value does not). Read it through [`Config::entry_span`].
-    pub entry_spans: EntrySpans,
     pub group_spans: HashMap<String, Span>,
     /// The directory of the file that first declared each target.
-    pub target_dirs: HashMap<String, String>,
+    pub target_dirs: TargetDirs,
     /// Things buildx silently ignores (attributes and blocks it does not
     /// know), in source order, each at most once. Not errors: the CLI prints
     /// them on stderr (render with [`crate::Bake::render_warnings`]).
@@ -266,8 +408,8 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
                 continue;
             }
             // The last file wins.
-            p.attrs.shift_remove(&a.name);
-            p.attrs.insert(a.name.clone(), a);
+            p.attrs.shift_remove(a.name.as_str());
+            p.attrs.insert(a.name.to_string(), a);
         }
         for b in &body.blocks {
             match b.kind.as_str() {
@@ -399,11 +541,16 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         .map(|b| estimated_instances(b))
         .sum();
     cfg.targets.reserve(targets);
-    cfg.attr_spans.0.reserve(targets);
-    cfg.target_spans.reserve(targets);
-    cfg.target_dirs.reserve(targets);
-    let mut target_index: FxHashMap<String, usize> = FxHashMap::default();
-    target_index.reserve(targets);
+    let mut sites = TargetSites {
+        dirs: p.file_dirs.clone(),
+        ..TargetSites::default()
+    };
+    sites.index.reserve(targets);
+    sites.heads.reserve(targets);
+    sites.attrs.reserve(targets);
+    sites.entries.reserve(targets);
+    // Map keys, shared by the targets (most repeat the same few).
+    let mut keys = Names::default();
     let mut group_index: FxHashMap<String, usize> = FxHashMap::default();
     let mut implicit: Vec<Group> = Vec::new();
     for bi in 0..p.blocks.len() {
@@ -413,7 +560,7 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             (b.kind.clone(), b.labels[0].0.clone(), b.labels[0].1, b.span)
         };
         if kind == "group" {
-            let g = p.decode_group(bi)?;
+            let g = p.decode_group(bi, false)?;
             cfg.group_spans.entry(label.clone()).or_insert(lspan);
             if let Some(&i) = group_index.get(&label) {
                 // A later group block with the same name replaces the earlier one.
@@ -428,26 +575,35 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
         for (ii, inst) in insts.iter().enumerate() {
             let t = p.decode_target(bi, ii, &inst.name)?;
             names.push(inst.name.clone());
-            cfg.target_spans
-                .entry(inst.name.clone())
-                .or_insert(lspan.to(hspan));
-            let dir = p
-                .file_dirs
-                .get(lspan.file as usize)
-                .cloned()
-                .unwrap_or_else(|| ".".into());
-            cfg.target_dirs.entry(inst.name.clone()).or_insert(dir);
-            cfg.attr_spans.record(&inst.name, &p.blocks[bi].body.attrs);
-            for a in &p.blocks[bi].body.attrs {
-                record_entry_spans(&mut cfg.entry_spans, &inst.name, a, &t);
+            let ti = match sites.find(&inst.name) {
+                Some(ti) => ti,
+                None => {
+                    let ti = sites.heads.len();
+                    sites.index.insert(inst.name.as_str().into(), ti as u32);
+                    sites.heads.push(lspan.to(hspan));
+                    sites.attrs.push(Box::default());
+                    sites.entries.push(Box::default());
+                    ti
+                }
+            };
+            let attrs = &p.blocks[bi].body.attrs;
+            sites.record_attrs(ti, attrs);
+            for a in attrs {
+                sites.record_entries(ti, a, &t, &mut keys);
             }
-            if let Some(&i) = target_index.get(&inst.name) {
-                cfg.targets[i].merge(&t);
+            if ti < cfg.targets.len() {
+                // A later block of the same name merges into the first.
+                let mut merged = cfg.targets[ti].to_target();
+                merged.merge_owned(t);
+                cfg.targets[ti] = TargetDecl::from_target(merged, &mut keys);
             } else {
-                target_index.insert(inst.name.clone(), cfg.targets.len());
-                cfg.targets.push(t);
+                cfg.targets.push(TargetDecl::from_target(t, &mut keys));
             }
         }
+        // The block is decoded: its instances are not kept for the rest of
+        // the evaluation (a later reference to them computes them again).
+        drop(insts);
+        p.instances[bi] = None;
         if names.len() != 1 || names[0] != label {
             if let Some(g) = implicit.iter_mut().find(|g| g.name == label) {
                 for n in names {
@@ -470,6 +626,10 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
             cfg.groups.push(g);
         }
     }
+    let sites = Arc::new(sites);
+    cfg.target_spans = TargetSpans(sites.clone());
+    cfg.target_dirs = TargetDirs(sites.clone());
+    cfg.attr_spans = AttrSpans(sites);
     cfg.warnings = std::mem::take(&mut p.warnings);
     cfg.warnings
         .sort_by_key(|d| d.span.map(|s| (s.file, s.start)).unwrap_or_default());
@@ -477,44 +637,58 @@ pub fn parse(bodies: &[Body], file_names: &[String], opts: &Options) -> Result<C
 }
 
 impl Config {
-    /// The span to point at for entry `key` of map attribute `attr` of
-    /// `target`, whose resolved value is `value`: the entry's value when the
-    /// target's own blocks wrote it in an object literal and it evaluated to
-    /// `value`; otherwise (the map came from an expression, `inherits` or
-    /// `--set`) the attribute, when the target's blocks set it.
+    /// The span to point at for entry `key` of map attribute `attr`
+    /// (`args`, `contexts`, `labels`, `extra-hosts`) of `target`, whose
+    /// resolved value is `value`: the entry's value when the target's own
+    /// blocks wrote it in an object literal with a literal key and it
+    /// evaluated to `value`; otherwise (the map came from an expression,
+    /// `inherits` or `--set`) the attribute, when the target's blocks set
+    /// it. As in merging, a later block's entry replaces an earlier one (a
+    /// null value does not).
     pub fn entry_span(&self, target: &str, attr: &str, key: &str, value: &str) -> Option<Span> {
-        self.entry_spans
-            .get(target)
-            .and_then(|attrs| attrs.iter().find(|(a, _)| *a == attr))
-            .and_then(|(_, entries)| entries.iter().find(|e| e.key == key))
-            .filter(|e| e.value == value)
-            .map(|e| e.span)
+        let sites = &self.attr_spans.0;
+        sites
+            .find(target)
+            .and_then(|ti| {
+                let a = MapAttr::of(attr)?;
+                let site = sites.entries[ti]
+                    .iter()
+                    .find(|e| e.attr == a && *e.key == *key)?;
+                // The site holds where the value the target has was written.
+                let t = self.targets.get(ti)?;
+                (t.map_value(attr, key) == Some(Some(value))).then_some(site.span)
+            })
             .or_else(|| self.attr_spans.span(target, attr))
+    }
+
+    /// The declaration of `target`.
+    pub fn target(&self, name: &str) -> Option<&TargetDecl> {
+        self.targets.get(self.attr_spans.0.find(name)?)
     }
 }
 
 /// The entries of map attribute `attr` of a decoded target, sorted by key:
-/// (the attribute's name, [(key, value)]); `None` for other attributes or
-/// when it is unset.
-type MapView<'t> = (&'static str, Vec<(&'t str, Option<&'t str>)>);
+/// (the attribute, [(key, value)]); `None` for other attributes or when it
+/// is unset.
+type MapView<'t> = (MapAttr, Vec<(&'t str, Option<&'t str>)>);
 
 fn map_view<'t>(t: &'t Target, attr: &str) -> Option<MapView<'t>> {
     let opt = |m: &'t BTreeMap<String, Option<String>>| {
         m.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
     };
-    match attr {
-        "contexts" => t.contexts.as_ref().map(|m| {
+    let a = MapAttr::of(attr)?;
+    match a {
+        MapAttr::Contexts => t.contexts.as_ref().map(|m| {
             (
-                "contexts",
+                a,
                 m.iter()
                     .map(|(k, v)| (k.as_str(), Some(v.as_str())))
                     .collect(),
             )
         }),
-        "args" => t.args.as_ref().map(|m| ("args", opt(m))),
-        "labels" => t.labels.as_ref().map(|m| ("labels", opt(m))),
-        "extra-hosts" => t.extra_hosts.as_ref().map(|m| ("extra-hosts", opt(m))),
-        _ => None,
+        MapAttr::Args => t.args.as_ref().map(|m| (a, opt(m))),
+        MapAttr::Labels => t.labels.as_ref().map(|m| (a, opt(m))),
+        MapAttr::ExtraHosts => t.extra_hosts.as_ref().map(|m| (a, opt(m))),
     }
 }
 
@@ -524,67 +698,8 @@ fn literal_key(k: &ObjKey) -> Option<std::borrow::Cow<'_, str>> {
     use std::borrow::Cow;
     match k {
         ObjKey::Ident(name, _) => Some(Cow::Borrowed(name)),
-        ObjKey::Expr(Expr::Literal(Value::String(s), _)) => Some(Cow::Borrowed(s)),
+        ObjKey::Expr(Expr::Str(s, _)) => Some(Cow::Borrowed(s)),
         ObjKey::Expr(e) => e.template_text().map(Cow::Owned),
-    }
-}
-
-/// Records where the entries of map attribute `a` of one block of `target`
-/// (decoded as `t`) were written; see [`Config::entry_spans`].
-fn record_entry_spans(spans: &mut EntrySpans, target: &str, a: &Attribute, t: &Target) {
-    let Some((attr, map)) = map_view(t, &a.name) else {
-        return;
-    };
-    let record = |attrs: &mut Vec<(&'static str, Vec<EntrySpan>)>| {
-        let entries = match attrs.iter().position(|(n, _)| *n == attr) {
-            Some(i) => &mut attrs[i].1,
-            None => {
-                attrs.push((attr, Vec::new()));
-                &mut attrs.last_mut().expect("just pushed").1
-            }
-        };
-        // This block's values replace earlier blocks' when the targets merge.
-        entries.retain(|e| {
-            !matches!(
-                map.binary_search_by(|(k, _)| (*k).cmp(e.key.as_str())),
-                Ok(i) if map[i].1.is_some()
-            )
-        });
-        let Expr::Object(items, _) = &a.expr else {
-            return;
-        };
-        // Later entries win; an entry before a computed key may be replaced
-        // by it, so only the entries after the last computed key are recorded.
-        let mut seen: Vec<std::borrow::Cow<'_, str>> = Vec::new();
-        for (k, e) in items.iter().rev() {
-            let Some(key) = literal_key(k) else {
-                break;
-            };
-            if seen.contains(&key) {
-                continue;
-            }
-            if let Ok(i) = map.binary_search_by(|(k, _)| (*k).cmp(&key))
-                && let Some(v) = map[i].1
-            {
-                entries.retain(|e| e.key != *key);
-                entries.push(EntrySpan {
-                    key: key.to_string(),
-                    span: e.span(),
-                    value: v.to_string(),
-                });
-            }
-            seen.push(key);
-        }
-    };
-    match spans.get_mut(target) {
-        Some(attrs) => record(attrs),
-        None => {
-            let mut attrs = Vec::new();
-            record(&mut attrs);
-            if attrs.iter().any(|(_, e)| !e.is_empty()) {
-                spans.insert(target.to_string(), attrs);
-            }
-        }
     }
 }
 
@@ -956,14 +1071,14 @@ impl<'b> Program<'_, 'b> {
                 if let Expr::Object(items, _) = &a.expr {
                     for (k, _) in items {
                         if let ObjKey::Ident(n, _) = k {
-                            if entries.contains_key(n) && !keys.contains(n) {
-                                keys.push(n.clone());
+                            if entries.contains_key(n.as_str()) && !keys.iter().any(|k| n == k) {
+                                keys.push(n.to_string());
                             }
-                        } else if let ObjKey::Expr(Expr::Literal(Value::String(n), _)) = k
-                            && entries.contains_key(n)
-                            && !keys.contains(n)
+                        } else if let ObjKey::Expr(Expr::Str(n, _)) = k
+                            && entries.contains_key(&**n)
+                            && !keys.iter().any(|k| **k == **n)
                         {
-                            keys.push(n.clone());
+                            keys.push(n.to_string());
                         }
                     }
                 }
@@ -1128,7 +1243,9 @@ impl<'b> Program<'_, 'b> {
         }
     }
 
-    fn decode_group(&mut self, bi: usize) -> Result<Group, Diags> {
+    /// Decodes group block `bi`; with `store`, its attribute values are
+    /// cached for later references (see [`Program::instance_attr`]).
+    fn decode_group(&mut self, bi: usize, store: bool) -> Result<Group, Diags> {
         let b = self.blocks[bi];
         let mut g = Group {
             name: b.labels[0].0.clone(),
@@ -1144,7 +1261,7 @@ impl<'b> Program<'_, 'b> {
                 continue;
             }
             let v = self
-                .instance_attr(bi, 0, &a.name, true)?
+                .instance_attr(bi, 0, &a.name, store)?
                 .unwrap_or_else(Value::null);
             match a.name.as_str() {
                 "targets" => {
@@ -1229,7 +1346,7 @@ impl Program<'_, '_> {
                 match self.instances(bi) {
                     Ok(insts) => {
                         for (ii, inst) in insts.iter().enumerate() {
-                            idx.entry((self.blocks[bi].kind.clone(), inst.name.clone()))
+                            idx.entry((self.blocks[bi].kind.to_string(), inst.name.clone()))
                                 .or_default()
                                 .push((bi, ii));
                         }
@@ -1367,7 +1484,7 @@ impl Env for Program<'_, '_> {
         }
         if kind == "group" {
             let (bi, _) = *found.last().unwrap_or(&(0, 0));
-            let g = self.decode_group(bi)?;
+            let g = self.decode_group(bi, true)?;
             let obj = Value::Object(
                 [
                     ("name".to_string(), Value::string(g.name)),
@@ -1436,7 +1553,7 @@ impl Env for Program<'_, '_> {
                 // turn an empty `cache-from = []` into an unset one).
                 t = part;
             } else {
-                t.merge(&part);
+                t.merge_owned(part);
             }
         }
         match attr {
@@ -1483,8 +1600,8 @@ impl Env for Program<'_, '_> {
         };
         let keyword = |e: &Expr| -> Option<String> {
             match e {
-                Expr::Var(n, _) => Some(n.clone()),
-                Expr::Literal(Value::String(s), _) if is_valid_ident(s) => Some(s.clone()),
+                Expr::Var(n, _) => Some(n.to_string()),
+                Expr::Str(s, _) if is_valid_ident(s) => Some(s.to_string()),
                 _ => None,
             }
         };
@@ -1937,5 +2054,41 @@ target \"a\" {
         assert_eq!(arg("paths"), "0");
         assert_eq!(arg("context"), "true");
         assert_eq!(arg("cache"), "true");
+    }
+
+    /// A block's instances are dropped once it is decoded; references made
+    /// after that compute them again, with the same names and values.
+    #[test]
+    fn decoded_blocks_are_still_referenced_by_later_targets() {
+        let src = "\
+target \"m\" {
+  matrix = { v = [\"a\", \"b\"] }
+  name = \"m-${v}\"
+  tags = [\"img:${v}\"]
+}
+target \"p\" {
+  context = \"ctx\"
+}
+target \"x\" {
+  tags = concat(target.m-b.tags, [target.p.context, target.m-a.name])
+}
+group \"g\" {
+  targets = [\"x\", target.m-a.name]
+}
+target \"y\" {
+  tags = group.g.targets
+}
+";
+        let cfg = eval(src, &Options::default()).unwrap();
+        let tags = |n: &str| {
+            let t = cfg.target(n).unwrap();
+            t.tags.as_deref().unwrap().to_vec()
+        };
+        assert_eq!(tags("x"), ["img:b", "ctx", "m-a"]);
+        assert_eq!(tags("y"), ["x", "m-a"]);
+        assert_eq!(
+            cfg.groups.iter().find(|g| g.name == "m").unwrap().targets,
+            ["m-a", "m-b"]
+        );
     }
 }

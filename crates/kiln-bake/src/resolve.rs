@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use serde_json::Value as J;
 
 use crate::model::{
-    Entry, EntryKind, Group, Target, merge_cache, merge_entries, parse_entries, parse_go_bool,
+    Entry, EntryKind, Group, Target, TargetDecl, merge_cache, merge_entries, parse_entries,
+    parse_go_bool,
 };
 use crate::parse::{Config, Options};
 
@@ -580,7 +581,7 @@ struct Resolver<'c> {
     cfg: &'c Config,
     file_relative: bool,
     overrides: Overrides,
-    by_name: HashMap<&'c str, &'c Target>,
+    by_name: HashMap<&'c str, &'c TargetDecl>,
     groups: HashMap<&'c str, &'c Group>,
     /// Names some target inherits from: their resolutions are memoised,
     /// since every child would otherwise resolve the whole chain again.
@@ -617,14 +618,14 @@ impl<'c> Resolver<'c> {
             return Err(format!("failed to find target {name}"));
         };
         let mut tt = Target::default();
-        for parent in base.inherits.clone().unwrap_or_default() {
-            if let Some(p) = self.target(&parent, visited, depth + 1)? {
-                tt.merge(&p);
+        for parent in base.inherits.iter().flatten() {
+            if let Some(p) = self.target(parent, visited, depth + 1)? {
+                tt.merge_owned(p);
             }
         }
         let mut m = Target::default();
-        m.merge(&tt);
-        m.merge(base);
+        m.merge_owned(tt);
+        m.merge_owned(base.to_target());
         m.name = name.to_string();
         if let Some(ovs) = self.overrides.get(name) {
             apply_overrides(&mut m, ovs)?;
@@ -647,7 +648,7 @@ impl<'c> Resolver<'c> {
         t.inherits = None;
         if t.context.is_none() {
             let dir = if self.file_relative {
-                self.cfg.target_dirs.get(name).cloned()
+                self.cfg.target_dirs.get(name).map(String::from)
             } else {
                 None
             };

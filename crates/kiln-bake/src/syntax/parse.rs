@@ -13,7 +13,6 @@ use std::collections::HashSet;
 use crate::fxhash::FxHashSet;
 
 use crate::ast::*;
-use crate::value::Value;
 
 /// `hcl-edit`'s limit on nested expressions, templates and blocks.
 const MAX_NESTING_DEPTH: usize = 64;
@@ -168,6 +167,8 @@ pub(super) struct Parser<'a> {
     depth: usize,
     /// Binary operators on the deepest path parsed in the current scope.
     opd: usize,
+    /// The names met so far, shared by every use.
+    names: Names,
 }
 
 impl<'a> Parser<'a> {
@@ -180,6 +181,7 @@ impl<'a> Parser<'a> {
             base,
             depth: 0,
             opd: 0,
+            names: Names::default(),
         }
     }
 
@@ -329,6 +331,12 @@ impl<'a> Parser<'a> {
         &self.s[r.0..r.1]
     }
 
+    /// The identifier at `r` as a shared name.
+    fn name(&mut self, r: (usize, usize)) -> Name {
+        let t = self.text(r);
+        self.names.get(t)
+    }
+
     // ---- trivia -----------------------------------------------------------
 
     fn space0(&mut self) {
@@ -447,7 +455,7 @@ impl<'a> Parser<'a> {
     /// `body`: structures, one a line, then trailing blanks. The span is
     /// left to the caller.
     pub(super) fn body(&mut self) -> R<Body> {
-        let mut out = Body::default();
+        let mut out = (Vec::new(), Vec::new());
         let mut keys = Keys::default();
         loop {
             let cp = self.pos;
@@ -471,12 +479,15 @@ impl<'a> Parser<'a> {
         }
         self.ws();
         // The tree lives through evaluation: no spare capacity in it.
-        out.attrs.shrink_to_fit();
-        out.blocks.shrink_to_fit();
-        Ok(out)
+        Ok(Body {
+            attrs: out.0.into_boxed_slice(),
+            blocks: out.1.into_boxed_slice(),
+            span: Span::default(),
+        })
     }
 
-    fn structure(&mut self, out: &mut Body, keys: &mut Keys<'a>) -> R<()> {
+    /// One attribute or block, added to `out` (attributes, blocks).
+    fn structure(&mut self, out: &mut (Vec<Attribute>, Vec<Block>), keys: &mut Keys<'a>) -> R<()> {
         let start = self.pos;
         let Some(id) = self.ident() else {
             return Err(Fail::back());
@@ -496,20 +507,20 @@ impl<'a> Parser<'a> {
                     ]));
                 }
                 let expr = self.attribute_expr()?;
-                out.attrs.push(Attribute {
-                    name: name.to_string(),
+                out.0.push(Attribute {
+                    name: self.name(id),
                     name_span: self.sp_(id.0, id.1),
                     expr,
                 });
             }
             '{' => {
                 let block = self.block(start, id, Vec::new())?;
-                out.blocks.push(block);
+                out.1.push(block);
             }
             c if c == '"' || is_id_start(c) => {
                 let labels = self.block_labels()?;
                 let block = self.block(start, id, labels)?;
-                out.blocks.push(block);
+                out.1.push(block);
             }
             _ => {
                 return Err(Fail::cut(&[
@@ -573,8 +584,8 @@ impl<'a> Parser<'a> {
             None => self.sp_(start, self.pos),
         };
         Ok(Block {
-            kind: self.text(id).to_string(),
-            labels,
+            kind: self.name(id),
+            labels: labels.into_boxed_slice(),
             body,
             span: self.sp_(id.0, head_end),
         })
@@ -600,7 +611,7 @@ impl<'a> Parser<'a> {
             let mut body = Body::default();
             match opt(self.oneline_attribute())? {
                 Some(a) => {
-                    body.attrs.push(a);
+                    body.attrs = Box::new([a]);
                     self.sp();
                 }
                 None => self.pos = cp,
@@ -624,7 +635,7 @@ impl<'a> Parser<'a> {
         self.sp();
         let expr = self.attribute_expr()?;
         Ok(Attribute {
-            name: self.text(id).to_string(),
+            name: self.name(id),
             name_span: self.sp_(id.0, id.1),
             expr,
         })
@@ -676,12 +687,14 @@ impl<'a> Parser<'a> {
                 self.cut_char(b':')?;
                 self.ws_or_sp(*nl);
                 let otherwise = self.nested_expr(*nl)?;
-                return Ok(Expr::Cond {
-                    cond: Box::new(e),
-                    then: Box::new(then),
-                    otherwise: Box::new(otherwise),
-                    span: self.sp_(start, self.pos),
-                });
+                return Ok(Expr::Cond(
+                    Box::new(Cond {
+                        cond: e,
+                        then,
+                        otherwise,
+                    }),
+                    self.sp_(start, self.pos),
+                ));
             }
             let comment = c0 == b'/' && (c1 == b'/' || c1 == b'*');
             let op = (c0 == b'=' && c1 == b'=')
@@ -813,7 +826,7 @@ impl<'a> Parser<'a> {
             '{' => self.object(nl)?,
             '0'..='9' => {
                 let v = self.number()?;
-                Expr::Literal(Value::Number(v), self.sp_(start, self.pos))
+                Expr::Number(v, self.sp_(start, self.pos))
             }
             '<' => self.heredoc()?,
             '-' => match opt(self.neg_number())? {
@@ -849,13 +862,14 @@ impl<'a> Parser<'a> {
             self.pos = cp;
             return Ok(e);
         }
-        let mut steps = self.traversal(*nl)?;
-        steps.shrink_to_fit();
-        Ok(Expr::Traversal {
-            root: Box::new(e),
-            steps,
-            span: self.sp_(start, self.pos),
-        })
+        let steps = self.traversal(*nl)?;
+        Ok(Expr::Traversal(
+            Box::new(Traversal {
+                root: e,
+                steps: steps.into_boxed_slice(),
+            }),
+            self.sp_(start, self.pos),
+        ))
     }
 
     fn traversal(&mut self, nl: bool) -> R<Vec<Step>> {
@@ -905,11 +919,11 @@ impl<'a> Parser<'a> {
                         let n: u64 = self.s[ds..de].parse().map_err(|_| Fail::back())?;
                         self.pos = de;
                         let sp = self.sp_(s, self.pos);
-                        Ok(Step::Index(Expr::Literal(Value::Number(n as f64), sp), sp))
+                        Ok(Step::Index(Expr::Number(n as f64, sp), sp))
                     }
                     Some(c) if is_id_start(c) => {
                         let id = self.ident().ok_or_else(Fail::back)?;
-                        Ok(Step::Attr(self.text(id).to_string(), self.sp_(s, self.pos)))
+                        Ok(Step::Attr(self.name(id), self.sp_(s, self.pos)))
                     }
                     Some(_) => Err(Fail::cut(&[
                         Ctx::Label("traversal operator"),
@@ -1013,7 +1027,7 @@ impl<'a> Parser<'a> {
         let v = self.number()?;
         // hcl-edit negates its integer form: -0 stays 0.
         let v = if v == 0.0 { 0.0 } else { -v };
-        Ok(Expr::Literal(Value::Number(v), self.sp_(start, self.pos)))
+        Ok(Expr::Number(v, self.sp_(start, self.pos)))
     }
 
     fn unary(&mut self, nl: &mut bool) -> R<Expr> {
@@ -1061,10 +1075,10 @@ impl<'a> Parser<'a> {
             self.pos = cp;
             let sp = self.sp_(start, cp);
             return Ok(match self.text(id) {
-                "null" => Expr::Literal(Value::null(), sp),
-                "true" => Expr::Literal(Value::Bool(true), sp),
-                "false" => Expr::Literal(Value::Bool(false), sp),
-                v => Expr::Var(v.to_string(), sp),
+                "null" => Expr::Null(sp),
+                "true" => Expr::Bool(true, sp),
+                "false" => Expr::Bool(false, sp),
+                _ => Expr::Var(self.name(id), sp),
             });
         }
         let mut name = self.text(id).to_string();
@@ -1113,13 +1127,14 @@ impl<'a> Parser<'a> {
         if !self.eat(b')') {
             return Err(Fail::cut(&[Ctx::Char(')'), Ctx::Desc("expression")]));
         }
-        args.shrink_to_fit();
-        Ok(Expr::Call {
-            name,
-            args,
-            expand_final,
-            span: self.sp_(start, self.pos),
-        })
+        Ok(Expr::Call(
+            Box::new(Call {
+                name: self.names.get(&name),
+                args: args.into_boxed_slice(),
+                expand_final,
+            }),
+            self.sp_(start, self.pos),
+        ))
     }
 
     fn func_arg(&mut self) -> R<Expr> {
@@ -1188,8 +1203,10 @@ impl<'a> Parser<'a> {
         self.eat(b',');
         self.ws();
         self.cut_char(b']')?;
-        items.shrink_to_fit();
-        Ok(Expr::Tuple(items, self.sp_(start, self.pos)))
+        Ok(Expr::Tuple(
+            items.into_boxed_slice(),
+            self.sp_(start, self.pos),
+        ))
     }
 
     fn tuple_item(&mut self, nl: bool) -> R<Expr> {
@@ -1203,7 +1220,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `for k, v in coll :` → (key variable, value variable, collection).
-    fn for_intro(&mut self) -> R<(Option<String>, String, Expr)> {
+    fn for_intro(&mut self) -> R<(Option<Name>, Name, Expr)> {
         self.ws();
         if !self.starts("for") {
             return Err(Fail::back());
@@ -1218,7 +1235,7 @@ impl<'a> Parser<'a> {
     /// After `for` (of an expression or a `%{for}` directive): `k, v in
     /// coll` or `v in coll`, and the blanks after it → (key variable, value
     /// variable, collection).
-    fn for_vars_in(&mut self) -> R<(Option<String>, String, Expr)> {
+    fn for_vars_in(&mut self) -> R<(Option<Name>, Name, Expr)> {
         let first = self.cut_ident()?;
         self.ws();
         let second = if self.eat(b',') {
@@ -1233,9 +1250,9 @@ impl<'a> Parser<'a> {
         self.ws();
         let coll = self.nested_expr(false)?;
         self.ws();
-        let first = self.text(first).to_string();
+        let first = self.name(first);
         Ok(match second {
-            Some(v) => (Some(first), self.text(v).to_string(), coll),
+            Some(v) => (Some(first), self.name(v), coll),
             None => (None, first, coll),
         })
     }
@@ -1353,8 +1370,10 @@ impl<'a> Parser<'a> {
             }
         }
         self.cut_char(b'}')?;
-        items.shrink_to_fit();
-        Ok(Expr::Object(items, self.sp_(start, self.pos)))
+        Ok(Expr::Object(
+            items.into_boxed_slice(),
+            self.sp_(start, self.pos),
+        ))
     }
 
     fn object_key(&mut self) -> R<ObjKey> {
@@ -1392,7 +1411,7 @@ impl<'a> Parser<'a> {
     fn stringlike(&mut self) -> R<Expr> {
         let start = self.pos;
         if let Some(s) = opt(self.quoted_string())? {
-            return Ok(Expr::Literal(Value::String(s), self.sp_(start, self.pos)));
+            return Ok(Expr::Str(s.into_boxed_str(), self.sp_(start, self.pos)));
         }
         self.pos = start;
         self.cut_free_char(b'"')?;
@@ -1542,7 +1561,7 @@ impl<'a> Parser<'a> {
         loop {
             let cp = self.pos;
             if let Some(s) = self.literal(kind)? {
-                parts.push((TPart::Lit(s), false, false));
+                parts.push((TPart::Lit(s.into_boxed_str()), false, false));
                 continue;
             }
             self.pos = cp;
@@ -1564,12 +1583,12 @@ impl<'a> Parser<'a> {
     }
 
     /// A whole template (a JSON string's contents).
-    pub(super) fn template_root(&mut self) -> R<Vec<TPart>> {
+    pub(super) fn template_root(&mut self) -> R<Box<[TPart]>> {
         Ok(finish(self.elements(Lit::Raw)?))
     }
 
     /// A directive's body: a nested template.
-    fn inner_template(&mut self) -> R<Vec<TPart>> {
+    fn inner_template(&mut self) -> R<Box<[TPart]>> {
         let saved = self.enter()?;
         let r = self.elements(Lit::Raw);
         self.leave(saved);
@@ -1658,7 +1677,7 @@ impl<'a> Parser<'a> {
                 }
                 parts
             }
-            None => Vec::new(),
+            None => Box::default(),
         };
         if endif_start {
             if has_else {
@@ -1668,18 +1687,18 @@ impl<'a> Parser<'a> {
             }
         }
         Ok((
-            TPart::If {
-                cond: Box::new(cond),
+            TPart::If(Box::new(TIf {
+                cond,
                 then,
                 otherwise,
                 span: self.sp_(start, self.pos),
-            },
+            })),
             if_start,
             endif_end,
         ))
     }
 
-    fn else_branch(&mut self) -> R<(bool, bool, Vec<TPart>)> {
+    fn else_branch(&mut self) -> R<(bool, bool, Box<[TPart]>)> {
         let s = self.open("%{")?;
         self.ws();
         self.keyword("else")?;
@@ -1710,13 +1729,13 @@ impl<'a> Parser<'a> {
             strip_trailing(&mut body);
         }
         Ok((
-            TPart::For {
-                key_var: key_var.map(String::into_boxed_str),
-                val_var: val_var.into_boxed_str(),
-                coll: Box::new(coll),
+            TPart::For(Box::new(TFor {
+                key_var,
+                val_var,
+                coll,
                 body,
                 span: self.sp_(start, self.pos),
-            },
+            })),
             for_start,
             endfor_end,
         ))
@@ -1742,8 +1761,8 @@ impl<'a> Parser<'a> {
             // The line ending before the delimiter belongs to the last literal.
             let nl = &self.s[le..self.pos];
             match parts.last_mut() {
-                Some((TPart::Lit(s), _, _)) => s.push_str(nl),
-                _ => parts.push((TPart::Lit(nl.to_string()), false, false)),
+                Some((TPart::Lit(s), _, _)) => *s = [&**s, nl].concat().into_boxed_str(),
+                _ => parts.push((TPart::Lit(nl.into()), false, false)),
             }
         } else {
             self.pos = cp;
@@ -1797,36 +1816,34 @@ fn precedence(op: BinOp) -> u8 {
 }
 
 /// Applies the strip markers of each part to the literals beside it.
-fn finish(mut parts: Vec<Part>) -> Vec<TPart> {
+fn finish(mut parts: Vec<Part>) -> Box<[TPart]> {
     for i in 0..parts.len() {
         let (strip_before, strip_after) = (parts[i].1, parts[i].2);
         if strip_before
             && i > 0
             && let TPart::Lit(s) = &mut parts[i - 1].0
         {
-            *s = s.trim_end().to_string();
+            *s = s.trim_end().into();
         }
         if strip_after
             && i + 1 < parts.len()
             && let TPart::Lit(s) = &mut parts[i + 1].0
         {
-            *s = s.trim_start().to_string();
+            *s = s.trim_start().into();
         }
     }
-    let mut out: Vec<TPart> = parts.into_iter().map(|(p, _, _)| p).collect();
-    out.shrink_to_fit();
-    out
+    parts.into_iter().map(|(p, _, _)| p).collect()
 }
 
 fn strip_leading(parts: &mut [TPart]) {
     if let Some(TPart::Lit(s)) = parts.first_mut() {
-        *s = s.trim_start().to_string();
+        *s = s.trim_start().into();
     }
 }
 
 fn strip_trailing(parts: &mut [TPart]) {
     if let Some(TPart::Lit(s)) = parts.last_mut() {
-        *s = s.trim_end().to_string();
+        *s = s.trim_end().into();
     }
 }
 
@@ -1852,7 +1869,7 @@ fn dedent(parts: &mut [Part]) {
     skip_first_line = false;
     for (p, _, _) in parts.iter_mut() {
         if let TPart::Lit(literal) = p {
-            *literal = dedent_by(literal, indent, skip_first_line);
+            *literal = dedent_by(literal, indent, skip_first_line).into_boxed_str();
             skip_first_line = !literal.ends_with('\n');
         } else if !skip_first_line {
             skip_first_line = true;
@@ -1905,9 +1922,8 @@ fn same_key(a: &ObjKey, b: &ObjKey, p: &Parser) -> bool {
                 return false;
             }
             match (x, y) {
-                (Expr::Literal(Value::String(s), _), Expr::Literal(Value::String(t), _)) => s == t,
-                (Expr::Literal(..), Expr::Template(..))
-                | (Expr::Template(..), Expr::Literal(..)) => false,
+                (Expr::Str(s, _), Expr::Str(t, _)) => s == t,
+                (lit, Expr::Template(..)) | (Expr::Template(..), lit) if lit.is_literal() => false,
                 _ => without_spans(x) == without_spans(y),
             }
         }
@@ -1923,7 +1939,7 @@ fn key_signature(k: &ObjKey, p: &Parser) -> String {
             let paren = p.b.get(e.span().start as usize - p.base) == Some(&b'(');
             let paren = if paren { "(" } else { "-" };
             match e {
-                Expr::Literal(Value::String(s), _) => format!("s{paren}{s}"),
+                Expr::Str(s, _) => format!("s{paren}{s}"),
                 _ => format!("e{paren}{}", without_spans(e)),
             }
         }
