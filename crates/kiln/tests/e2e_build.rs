@@ -4396,29 +4396,6 @@ fn a_run_id_given_again_keeps_the_earlier_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The registry's digest of `reference` (`host/repo:tag`), by a HEAD.
-fn registry_digest(reference: &str) -> String {
-    let (host, rest) = reference.split_once('/').unwrap();
-    let (repo, tag) = rest.rsplit_once(':').unwrap();
-    let o = Command::new("curl")
-        .args([
-            "-sfI",
-            "-H",
-            "Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",
-            &format!("http://{host}/v2/{repo}/manifests/{tag}"),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("docker-content-digest: ")
-                .map(|d| d.trim().to_string())
-        })
-        .unwrap_or_default()
-}
-
 /// The JSON type of a value, for comparing two documents' shapes.
 fn kind(v: &serde_json::Value) -> &'static str {
     match v {

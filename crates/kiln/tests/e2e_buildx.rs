@@ -687,25 +687,6 @@ fn remote_builder() -> Option<String> {
     )
 }
 
-/// The digest a registry tag names now (`Docker-Content-Digest`).
-fn registry_digest(reference: &str) -> String {
-    let (host_repo, tag) = reference.rsplit_once(':').unwrap();
-    let (host, repo) = host_repo.split_once('/').unwrap();
-    let o = Command::new("curl")
-        .args(["-sfI", "-H"])
-        .arg(
-            "Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json",
-        )
-        .arg(format!("http://{host}/v2/{repo}/manifests/{tag}"))
-        .output()
-        .unwrap();
-    let head = String::from_utf8_lossy(&o.stdout).to_ascii_lowercase();
-    head.lines()
-        .find_map(|l| l.strip_prefix("docker-content-digest:"))
-        .map(|d| d.trim().to_string())
-        .unwrap_or_else(|| panic!("no digest for {reference}: {head}"))
-}
-
 /// A builder that keeps no image store (buildx's docker-container, remote
 /// and kubernetes drivers; here a real `remote`-driver builder): every
 /// target is pushed and handed over by `repo@digest`, identities are read
