@@ -120,6 +120,25 @@ pub fn check(
             engine,
         });
     }
+    // One round of questions to the one engine: the images the targets
+    // need and each target's first tag, at once. An inspect names every
+    // tag of its image, so a recorded target's first tag answers for its
+    // other tags and its unique reference: the run's confirmation of
+    // recorded images finds them answered rather than asking after this.
+    if eligible.is_none()
+        && let Some(e) = fleet_nodes.first().and_then(|n| n.engine.as_ref())
+    {
+        let refs: Vec<&str> = needs
+            .iter()
+            .map(|n| n.reference.as_str())
+            .chain(
+                specs
+                    .iter()
+                    .filter_map(|s| s.tags.first().map(String::as_str)),
+            )
+            .collect();
+        rt.block_on(e.prefetch(&refs));
+    }
     if needs.is_empty() {
         return Ok(Vec::new());
     }
