@@ -120,13 +120,17 @@ pub fn check(
             engine,
         });
     }
-    // One round of questions to the one engine: the images the targets
-    // need and each target's first tag, at once. An inspect names every
-    // tag of its image, so a recorded target's first tag answers for its
-    // other tags and its unique reference: the run's confirmation of
-    // recorded images finds them answered rather than asking after this.
+    // One round of questions to the one engine on the containerd image
+    // store: the images the targets need and each target's first tag, at
+    // once. An inspect names every tag of its image, so a recorded target's
+    // first tag answers for its other tags and its unique reference: the
+    // run's confirmation of recorded images finds them answered rather
+    // than asking after this. (The classic store is asked in one listing
+    // by the run, which must name the unique references: a filtered
+    // listing names only the tags it matches.)
     if eligible.is_none()
         && let Some(e) = fleet_nodes.first().and_then(|n| n.engine.as_ref())
+        && e.image_store == kiln_engine::driver::local::ImageStore::Containerd
     {
         let refs: Vec<&str> = needs
             .iter()
