@@ -1614,6 +1614,11 @@ target "signed" {
             "raw solve status",
         ),
         (
+            &["build", "--progress", "tty", "app"],
+            "stderr is not a terminal",
+        ),
+        (&["build", "-D", "app"], "no debug log of its own"),
+        (
             &["build", "--list", "type=targets,format=json"],
             "as a table only",
         ),
