@@ -37,35 +37,49 @@ pub const STATE_DIR: &str = ".kiln";
 /// (`dockerfile_rel`: the Dockerfile's path inside the context, which the CLI
 /// always sends), without kiln's state directory.
 pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
-    use kiln_dockerfile::ignore::read_dockerignore;
-    let ignore_path = dir.join(".dockerignore");
-    let patterns = match std::fs::read_to_string(&ignore_path) {
-        Ok(text) => read_dockerignore(&text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(EngineError::io(ignore_path.display().to_string(), e)),
-    };
-    walk(dir, patterns, dockerfile_rel)
+    walk(dir, dockerignore(dir)?, dockerfile_rel)
 }
 
-/// [`list`], walked once per process for a context and Dockerfile: the
-/// keys of a run's targets that share a context (most of a bake file's)
-/// read one listing. For keys only: a build sends what [`list`] finds at
-/// its start. A file that appears later in the run is in the build but
-/// not the key, which then differs in the next run: a rebuild, never a
-/// stale skip.
+/// The patterns of `dir`'s `.dockerignore` (none when it has none).
+fn dockerignore(dir: &Path) -> Result<Vec<String>, EngineError> {
+    use kiln_dockerfile::ignore::read_dockerignore;
+    let ignore_path = dir.join(".dockerignore");
+    match std::fs::read_to_string(&ignore_path) {
+        Ok(text) => Ok(read_dockerignore(&text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(EngineError::io(ignore_path.display().to_string(), e)),
+    }
+}
+
+/// [`list`], walked once per process for a context and what it excludes:
+/// the keys of a run's targets that share a context (most of a bake
+/// file's, each with its own Dockerfile) read one listing. The Dockerfile
+/// changes the listing only when the patterns exclude it (the CLI sends
+/// it anyway), so it is part of the memo's key only then. For keys only: a
+/// build sends what [`list`] finds at its start. A file that appears later
+/// in the run is in the build but not the key, which then differs in the
+/// next run: a rebuild, never a stale skip.
 pub fn list_for_keys(
     dir: &Path,
     dockerfile_rel: Option<&str>,
 ) -> Result<std::sync::Arc<Vec<Entry>>, EngineError> {
-    type Listed =
-        std::collections::HashMap<(std::path::PathBuf, Option<String>), std::sync::Arc<Vec<Entry>>>;
+    type Listed = std::collections::HashMap<
+        (std::path::PathBuf, Vec<String>, Option<String>),
+        std::sync::Arc<Vec<Entry>>,
+    >;
     static LISTED: std::sync::OnceLock<std::sync::Mutex<Listed>> = std::sync::OnceLock::new();
     let memo = LISTED.get_or_init(Default::default);
-    let k = (dir.to_path_buf(), dockerfile_rel.map(String::from));
+    let patterns = dockerignore(dir)?;
+    let excluded = kiln_dockerfile::ignore::excluded_dockerfile(
+        dir,
+        &with_state_dir(patterns.clone()),
+        dockerfile_rel,
+    );
+    let k = (dir.to_path_buf(), patterns, excluded);
     if let Some(e) = memo.lock().ok().and_then(|m| m.get(&k).cloned()) {
         return Ok(e);
     }
-    let entries = std::sync::Arc::new(list(dir, dockerfile_rel)?);
+    let entries = std::sync::Arc::new(walk(dir, k.1.clone(), dockerfile_rel)?);
     if let Ok(mut m) = memo.lock() {
         m.insert(k, entries.clone());
     }
@@ -80,17 +94,22 @@ pub fn list_all(dir: &Path) -> Result<Vec<Entry>, EngineError> {
     walk(dir, Vec::new(), None)
 }
 
+/// `patterns` and, last (so nothing in `.dockerignore` re-includes it),
+/// kiln's own state directory: its record store, stat cache and dev engine
+/// never enter a build context or a key (they change with every run, and
+/// files come and go in them while a context is being sent).
+fn with_state_dir(mut patterns: Vec<String>) -> Vec<String> {
+    patterns.extend([STATE_DIR.to_string(), format!("**/{STATE_DIR}")]);
+    patterns
+}
+
 fn walk(
     dir: &Path,
-    mut patterns: Vec<String>,
+    patterns: Vec<String>,
     dockerfile_rel: Option<&str>,
 ) -> Result<Vec<Entry>, EngineError> {
     use kiln_dockerfile::ignore::{EntryKind as K, WalkOptions, walk_context_with};
-    // kiln's own state (record store, stat cache, dev engine) never enters
-    // a build context or a key: it changes with every run, and files come
-    // and go in it while a context is being sent. Last, so nothing in
-    // .dockerignore re-includes it.
-    patterns.extend([STATE_DIR.to_string(), format!("**/{STATE_DIR}")]);
+    let patterns = with_state_dir(patterns);
     let opts = WalkOptions {
         dockerfile: dockerfile_rel.map(String::from),
     };
@@ -296,6 +315,37 @@ mod tests {
             names.iter().all(|n| !n.split('/').any(|c| c == STATE_DIR)),
             "{names:?}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Targets of one context with their own Dockerfiles share one walk
+    /// for their keys; a Dockerfile that `.dockerignore` excludes gets its
+    /// own (the CLI sends it anyway), and only it lists that Dockerfile.
+    #[test]
+    fn keys_of_one_context_share_its_walk_unless_their_dockerfile_is_ignored() {
+        let dir = std::env::temp_dir().join(format!("kiln-ctx-memo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("docker")).unwrap();
+        for f in [
+            "docker/Dockerfile.a",
+            "docker/Dockerfile.b",
+            "docker/Dockerfile.hidden",
+        ] {
+            std::fs::write(dir.join(f), "FROM scratch\n").unwrap();
+        }
+        std::fs::write(dir.join(".dockerignore"), "**/*.hidden\n").unwrap();
+        let a = list_for_keys(&dir, Some("docker/Dockerfile.a")).unwrap();
+        let b = list_for_keys(&dir, Some("docker/Dockerfile.b")).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a, &b), "one walk for both");
+        let hidden = list_for_keys(&dir, Some("docker/Dockerfile.hidden")).unwrap();
+        let has = |l: &[Entry], p: &str| l.iter().any(|e| e.path == p);
+        assert!(has(&hidden, "docker/Dockerfile.hidden"));
+        assert!(!has(&a, "docker/Dockerfile.hidden"));
+        assert_eq!(
+            *hidden,
+            list(&dir, Some("docker/Dockerfile.hidden")).unwrap()
+        );
+        assert_eq!(*a, list(&dir, Some("docker/Dockerfile.a")).unwrap());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -128,6 +128,25 @@ pub fn walk_context_with<S: AsRef<str>>(
     Ok(walker.out)
 }
 
+/// The Dockerfile the CLI would send for a walk of `root` (`dockerfile` as in
+/// [`WalkOptions`]), cleaned, when `patterns` exclude it, and `None` when they do not:
+/// the only way the Dockerfile changes what [`walk_context_with`] finds. Two walks of the
+/// same root with the same patterns and the same answer here find the same entries.
+pub fn excluded_dockerfile<S: AsRef<str>>(
+    root: &Path,
+    patterns: &[S],
+    dockerfile: Option<&str>,
+) -> Option<String> {
+    let dockerfile = match dockerfile {
+        Some(path) => gopath::clean(path),
+        None => default_dockerfile(root)?,
+    };
+    let patterns: Vec<String> = patterns.iter().map(|p| p.as_ref().to_owned()).collect();
+    matches(&dockerfile, &patterns)
+        .unwrap_or(false)
+        .then_some(dockerfile)
+}
+
 /// The docker CLI's `TrimBuildFilesFromExcludes`: append `!.dockerignore` and
 /// `!DOCKERFILE` when the patterns exclude them (tested with moby's deprecated
 /// [`matches`](super::matches)), so the daemon receives both. A pattern error counts as
