@@ -81,6 +81,7 @@ fn fleet(r: &mut Rng, n: usize) -> Vec<Node> {
                 speed: f64::from(cores) / 16.0,
                 link_mbps: r.log_uniform(100.0, 2500.0).round(),
                 slots: if r.below(3) == 0 { 2 } else { 1 },
+                platforms: Vec::new(),
             }
         })
         .collect()
@@ -94,6 +95,7 @@ fn jobs(r: &mut Rng, deps: Vec<Vec<usize>>) -> Vec<Job> {
             deps,
             cost: cost(r),
             published: false,
+            platform: None,
         })
         .collect()
 }
@@ -208,6 +210,7 @@ fn rocm(root: &Path) -> Problem {
                 .collect(),
             cost: costs.get(n).copied().unwrap_or(DEFAULT_COST),
             published: false,
+            platform: None,
         })
         .collect();
     Problem::new(jobs, fleet.nodes).expect("problem")

@@ -19,6 +19,7 @@ mod error;
 mod graph;
 pub mod key;
 pub mod plan;
+pub mod platform;
 mod reference;
 mod render;
 pub mod schedule;

@@ -70,6 +70,7 @@ fn case_from(raw: Vec<RawJob>, fleet: Vec<(f64, f64, u32, f64)>) -> Case {
                 deps,
                 cost,
                 published,
+                platform: None,
             }
         })
         .collect();
@@ -84,6 +85,7 @@ fn case_from(raw: Vec<RawJob>, fleet: Vec<(f64, f64, u32, f64)>) -> Case {
             speed,
             link_mbps,
             slots,
+            platforms: Vec::new(),
         })
         .collect();
     Case { jobs, nodes }
@@ -295,6 +297,7 @@ fn ineligible_target_is_an_error() {
         speed: 1.0,
         link_mbps: 100.0,
         slots: 1,
+        platforms: Vec::new(),
     }];
     let jobs = vec![Job {
         name: "pytorch".into(),
@@ -305,6 +308,7 @@ fn ineligible_target_is_an_error() {
             min_memory_gb: 48.0,
         },
         published: false,
+        platform: None,
     }];
     let e = Problem::new(jobs.clone(), nodes.clone()).unwrap_err();
     assert!(

@@ -1309,3 +1309,215 @@ fn a_no_op_run_on_a_remote_builder_starts_no_process() {
     assert_eq!(target(&summary(&o), "app")["status"], "built");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `docker buildx create --name NAME --driver remote --platform P ENDPOINT`
+/// in `config`, made anew; removed when dropped.
+struct PlatformBuilder<'a> {
+    config: &'a str,
+    name: String,
+}
+
+impl<'a> PlatformBuilder<'a> {
+    fn create(config: &'a str, name: String, platform: &str, endpoint: &str) -> Self {
+        let docker = |args: &[&str]| {
+            Command::new("docker")
+                .env("DOCKER_CONFIG", config)
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let _ = docker(&["buildx", "rm", &name]);
+        let o = docker(&[
+            "buildx",
+            "create",
+            "--name",
+            &name,
+            "--driver",
+            "remote",
+            "--platform",
+            platform,
+            endpoint,
+        ]);
+        assert!(o.status.success(), "buildx create: {}", stderr_of(&o));
+        PlatformBuilder { config, name }
+    }
+}
+
+impl Drop for PlatformBuilder<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .env("DOCKER_CONFIG", self.config)
+            .args(["buildx", "rm", &self.name])
+            .output();
+    }
+}
+
+/// Nodes know their platforms from their builders: two remote builders
+/// created with `--platform linux/amd64` and `--platform linux/arm64` form
+/// a fleet whose file states no platforms. A target of one platform goes
+/// to the node that builds it natively (the pushed image is that
+/// platform's), `kiln fleet` shows each node's platforms and where they
+/// come from, and `kiln schedule` splits a two-platform target into one
+/// unit per node.
+#[test]
+fn a_fleet_places_each_platform_on_the_node_that_builds_it_natively() {
+    let Some((host, reg, config, remote)) = remote_env() else {
+        return;
+    };
+    // The remote builder's BuildKit, from buildx's instance store.
+    let instance: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(&config).join("buildx/instances").join(&remote)).unwrap(),
+    )
+    .unwrap();
+    let endpoint = instance["Nodes"][0]["Endpoint"]
+        .as_str()
+        .expect("the remote builder's endpoint")
+        .to_string();
+    let salt = unique("");
+    let amd = PlatformBuilder::create(
+        &config,
+        format!("kiln-amd-{salt}"),
+        "linux/amd64",
+        &endpoint,
+    );
+    let arm = PlatformBuilder::create(
+        &config,
+        format!("kiln-arm-{salt}"),
+        "linux/arm64",
+        &endpoint,
+    );
+    let fleet = format!(
+        "[[node]]\nname = \"amd\"\nendpoint = \"{}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\n\n\
+         [[node]]\nname = \"arm\"\nendpoint = \"{}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\n",
+        amd.name, arm.name
+    );
+    let bake = format!(
+        r#"target "_" {{
+  dockerfile = "Dockerfile"
+}}
+target "board" {{
+  inherits = ["_"]
+  platforms = ["linux/arm64"]
+  tags = ["{reg}/kiln-e2e/plat-{salt}/board:1"]
+}}
+target "server" {{
+  inherits = ["_"]
+  platforms = ["linux/amd64"]
+  tags = ["{reg}/kiln-e2e/plat-{salt}/server:1"]
+}}
+target "both" {{
+  inherits = ["_"]
+  platforms = ["linux/amd64", "linux/arm64"]
+  tags = ["{reg}/kiln-e2e/plat-{salt}/both:1"]
+}}
+"#
+    );
+    let dir = workspace(&[
+        ("fleet.toml", &fleet),
+        ("docker-bake.hcl", &bake),
+        (
+            "Dockerfile",
+            "FROM scratch\nARG TARGETARCH\nCOPY only-${TARGETARCH}.txt /\n",
+        ),
+        ("only-amd64.txt", "amd64\n"),
+        ("only-arm64.txt", "arm64\n"),
+    ]);
+    // The nodes' platforms, from their builders' definitions.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &["fleet", "--fleet", "fleet.toml", "--format", "json"],
+        &[],
+    );
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (i, p) in [(0, "linux/amd64"), (1, "linux/arm64")] {
+        let n = &v["nodes"][i];
+        assert_eq!(n["platforms"], serde_json::json!([p]), "{n}");
+        assert_eq!(n["platforms_from"], "builder", "{n}");
+    }
+    // The two-platform target is a unit per platform, each on its node.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &[
+            "schedule",
+            "--simulate",
+            "--fleet",
+            "fleet.toml",
+            "--format",
+            "json",
+            "both",
+        ],
+        &[],
+    );
+    ok(&o);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let placed: BTreeMap<String, String> = v["assignments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["target"].as_str().unwrap().into(),
+                a["node"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        placed,
+        BTreeMap::from([
+            ("both@linux/amd64".to_string(), "amd".to_string()),
+            ("both@linux/arm64".to_string(), "arm".to_string()),
+        ])
+    );
+    // A fleet build puts each one-platform target on its native node.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &[
+            "build",
+            "--driver",
+            "buildx",
+            "--fleet",
+            "fleet.toml",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "board",
+            "server",
+        ],
+        &[],
+    );
+    ok(&o);
+    let s = summary(&o);
+    let node_of = |t: &str| {
+        s["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == t)
+            .and_then(|x| x["node"].as_str())
+            .unwrap_or_else(|| panic!("{t}: {s}"))
+            .to_string()
+    };
+    assert_eq!(
+        (node_of("board"), node_of("server")),
+        ("arm".into(), "amd".into())
+    );
+    // The pushed image is the platform's own.
+    let repo = format!("kiln-e2e/plat-{salt}/board");
+    let digest = platform_manifest(&reg, &repo, "1");
+    let man = registry_json(&reg, &format!("{repo}/manifests/{digest}"));
+    let blob = registry_json(
+        &reg,
+        &format!("{repo}/blobs/{}", man["config"]["digest"].as_str().unwrap()),
+    );
+    assert_eq!(blob["architecture"], "arm64", "{blob}");
+    drop((amd, arm));
+    let _ = std::fs::remove_dir_all(&dir);
+}

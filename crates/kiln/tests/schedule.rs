@@ -195,3 +195,103 @@ fn unknown_target_in_costs_is_a_warning() {
         "warning: costs.toml:5:9: the bake files define no target `pytroch`; its costs are not used\n"
     );
 }
+
+/// A fleet of an amd64 node and an arm64 node: each platform of a
+/// multi-platform target is its own unit on the node that builds it
+/// natively, a dependent's units wait only for their own platform, and a
+/// platform no node builds natively goes under emulation, said in both
+/// formats.
+#[test]
+fn platform_units_go_to_native_nodes_and_emulation_is_said() {
+    let fleet = r#"[[node]]
+name = "amd"
+endpoint = "unix:///amd.sock"
+cores = 16
+memory_gb = 32
+link_mbps = 1000
+platforms = ["linux/amd64"]
+
+[[node]]
+name = "arm"
+endpoint = "unix:///arm.sock"
+cores = 16
+memory_gb = 32
+link_mbps = 1000
+platforms = ["linux/arm64/v8"]
+"#;
+    let bake = r#"target "base" {
+  dockerfile = "Dockerfile"
+  platforms = ["linux/amd64", "linux/arm64"]
+}
+target "app" {
+  dockerfile = "Dockerfile"
+  contexts = { base = "target:base" }
+  platforms = ["linux/amd64", "linux/arm64"]
+}
+target "board" {
+  dockerfile = "Dockerfile"
+  contexts = { app = "target:app" }
+  platforms = ["linux/riscv64"]
+}
+"#;
+    let dir = workspace(&[
+        ("fleet.toml", fleet),
+        ("docker-bake.hcl", bake),
+        ("Dockerfile", "FROM scratch\nCOPY Dockerfile /\n"),
+    ]);
+    let args = ["--simulate", "--fleet", "fleet.toml", "app", "board"];
+    let v: serde_json::Value = serde_json::from_str(&ok(&kiln(
+        &dir,
+        &[&args[..], &["--format", "json"]].concat(),
+    )))
+    .unwrap();
+    let a = v["assignments"].as_array().unwrap();
+    let find = |t: &str| {
+        a.iter()
+            .find(|x| x["target"] == t)
+            .unwrap_or_else(|| panic!("{t}: {v}"))
+    };
+    for (unit, node, platform) in [
+        ("base@linux/amd64", "amd", "linux/amd64"),
+        ("base@linux/arm64", "arm", "linux/arm64"),
+        ("app@linux/amd64", "amd", "linux/amd64"),
+        ("app@linux/arm64", "arm", "linux/arm64"),
+    ] {
+        let x = find(unit);
+        assert_eq!(
+            (x["node"].as_str(), x["platform"].as_str()),
+            (Some(node), Some(platform))
+        );
+        assert!(x.get("emulated").is_none(), "{x}");
+    }
+    assert_eq!(a.len(), 5, "{v}");
+    // Each unit of app waits for its own platform of base only: both
+    // start when their base unit ends (each node's own, no pull).
+    for p in ["linux/amd64", "linux/arm64"] {
+        let (b, x) = (find(&format!("base@{p}")), find(&format!("app@{p}")));
+        assert_eq!(x["start_s"], b["end_s"], "{p}");
+        assert_eq!(x["pull_s"], 0.0, "{p}");
+    }
+    // board needs both of app's platforms (riscv64 is neither) and no node
+    // builds riscv64: emulated, ten times the build.
+    let board = find("board");
+    assert_eq!(board["emulated"], true);
+    assert_eq!(board["build_s"], 600.0 / 1.0 * 10.0);
+    let end_app = find("app@linux/amd64")["end_s"]
+        .as_f64()
+        .unwrap()
+        .max(find("app@linux/arm64")["end_s"].as_f64().unwrap());
+    assert!(board["start_s"].as_f64().unwrap() >= end_app);
+    let text = ok(&kiln(&dir, &args));
+    assert!(
+        text.contains(
+            "under emulation (no node builds the platform natively; build time x10): board on "
+        ),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("app@linux/arm64 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(row.split_whitespace().nth(1), Some("arm"), "{text}");
+}

@@ -25,6 +25,9 @@ pub struct Node {
     pub link_mbps: f64,
     /// Concurrent builds (default 1, at most [`MAX_SLOTS`]).
     pub slots: u32,
+    /// The platforms the node builds natively (normalised, [`crate::platform`]); empty
+    /// when not stated, which counts as native for every platform.
+    pub platforms: Vec<String>,
 }
 
 /// The most concurrent builds a fleet node may declare. The schedulers keep a lane per
@@ -172,6 +175,19 @@ impl Src<'_> {
         }
     }
 
+    /// A node's `platforms`, normalised, without repeats.
+    fn platforms(&self, given: &[Spanned<String>]) -> Result<Vec<String>, InputError> {
+        let mut out: Vec<String> = Vec::new();
+        for p in given {
+            let normal = crate::platform::normalize(p.get_ref())
+                .map_err(|m| self.error(Some(p.span()), m))?;
+            if !out.contains(&normal) {
+                out.push(normal);
+            }
+        }
+        Ok(out)
+    }
+
     fn count(&self, v: &Spanned<i64>, what: &str, max: u32) -> Result<u32, InputError> {
         match u32::try_from(*v.get_ref()) {
             Ok(n) if n > 0 && n <= max => Ok(n),
@@ -199,6 +215,7 @@ struct NodeToml {
     speed: Option<Spanned<f64>>,
     link_mbps: Spanned<f64>,
     slots: Option<Spanned<i64>>,
+    platforms: Option<Vec<Spanned<String>>>,
 }
 
 /// Why an endpoint is not usable, or `None` when it is: a URL with a Docker scheme, or a
@@ -269,6 +286,7 @@ impl Fleet {
                     Some(s) => src.count(s, "slots", MAX_SLOTS)?,
                     None => 1,
                 },
+                platforms: src.platforms(n.platforms.as_deref().unwrap_or_default())?,
             });
         }
         Ok(Fleet { nodes })
@@ -370,6 +388,26 @@ mod tests {
         let e = Fleet::parse("f.toml", &format!("{two}{two}")).unwrap_err();
         assert_eq!(e.line, 8, "{e}");
         assert!(e.message.contains("more than once"), "{e}");
+    }
+
+    #[test]
+    fn platforms_are_normalised_and_a_bad_one_is_pointed_at() {
+        let node = |platforms: &str| {
+            format!(
+                "[[node]]\nname = \"a\"\nendpoint = \"b\"\ncores = 4\nmemory_gb = 8\nlink_mbps = 1\nplatforms = {platforms}\n"
+            )
+        };
+        let f = Fleet::parse(
+            "f.toml",
+            &node(r#"["linux/arm64/v8", "linux/aarch64", "linux/arm/v7"]"#),
+        )
+        .unwrap();
+        assert_eq!(f.nodes[0].platforms, ["linux/arm64", "linux/arm/v7"]);
+        let e = Fleet::parse("f.toml", &node(r#"["linux/amd64", "arm64"]"#)).unwrap_err();
+        assert_eq!((e.line, e.col, e.width), (7, 29, 7), "{e}");
+        assert!(e.message.contains("`arm64` is not a platform"), "{e}");
+        let none = Fleet::parse("f.toml", &node("[]")).unwrap();
+        assert!(none.nodes[0].platforms.is_empty());
     }
 
     #[test]

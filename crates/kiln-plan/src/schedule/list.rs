@@ -121,7 +121,11 @@ fn mean_rank(p: &Problem) -> Vec<f64> {
         |j| {
             let eligible: Vec<usize> = (0..nodes.len()).filter(|&n| p.eligible(j, n)).collect();
             let k = eligible.len().max(1) as f64;
-            let inv_speed = eligible.iter().map(|&n| 1.0 / nodes[n].speed).sum::<f64>() / k;
+            let inv_speed = eligible
+                .iter()
+                .map(|&n| 1.0 / p.speed_for(j, n))
+                .sum::<f64>()
+                / k;
             let inv_link = eligible
                 .iter()
                 .map(|&n| 1.0 / nodes[n].link_mbps)

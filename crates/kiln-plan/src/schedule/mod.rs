@@ -22,13 +22,15 @@ mod list;
 mod model;
 mod order;
 mod render;
+mod units;
 
 pub use input::{Cost, CostEntry, CostsFile, DEFAULT_COST, Fleet, InputError, MAX_SLOTS, Node};
 pub use model::{
-    Assignment, Job, Problem, ProblemError, Violation, lower_bound, makespan, tight_lower_bound,
-    validate,
+    Assignment, EMULATION_SLOWDOWN, Job, Problem, ProblemError, Violation, lower_bound, makespan,
+    tight_lower_bound, validate,
 };
 pub use render::{Report, ReportAssignment, render_svg, render_text};
+pub use units::{PlanJob, split, unit_name};
 
 /// How targets are placed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +98,7 @@ mod tests {
             speed,
             link_mbps,
             slots: 1,
+            platforms: Vec::new(),
         }
     }
 
@@ -109,6 +112,7 @@ mod tests {
                 min_memory_gb: 0.0,
             },
             published: false,
+            platform: None,
         }
     }
 

@@ -19,7 +19,17 @@ pub struct Job {
     /// Already built and published for its key: it costs nothing, occupies no node and
     /// is available in the registry from time 0.
     pub published: bool,
+    /// The one platform this unit builds (normalised, [`crate::platform`]): a platform
+    /// unit of a multi-platform target, or a target that names a single platform.
+    /// `None`: the target builds for whatever node it lands on.
+    pub platform: Option<String>,
 }
+
+/// How many times longer a build takes on a node that emulates its platform than on a
+/// native node of the same speed: the middle of the 5–20× a compile under QEMU takes.
+/// A unit goes to a node that emulates its platform only when no node of the fleet
+/// builds it natively.
+pub const EMULATION_SLOWDOWN: f64 = 10.0;
 
 /// Targets and the fleet, checked: dependencies acyclic and in range, costs finite and
 /// not negative, every target that must be built eligible on some node.
@@ -30,6 +40,9 @@ pub struct Problem {
     /// A topological order (dependencies first; input order breaks ties).
     order: Vec<usize>,
     children: Vec<Vec<usize>>,
+    /// Per job: no node of the fleet builds its platform natively, so every node may
+    /// build it under emulation.
+    emulated_everywhere: Vec<bool>,
 }
 
 /// Why targets and a fleet do not form a schedulable problem.
@@ -153,11 +166,21 @@ impl Problem {
                 target: jobs[i].name.clone(),
             });
         }
+        let emulated_everywhere = jobs
+            .iter()
+            .map(|j| match &j.platform {
+                Some(p) => !nodes
+                    .iter()
+                    .any(|n| crate::platform::builds_natively(&n.platforms, p)),
+                None => false,
+            })
+            .collect();
         Ok(Problem {
             jobs,
             nodes,
             order,
             children,
+            emulated_everywhere,
         })
     }
 
@@ -179,9 +202,33 @@ impl Problem {
         &self.children[j]
     }
 
-    /// Whether node `n` has the memory job `j` needs.
+    /// Whether node `n` may build job `j`: it has the memory `j` needs, and builds
+    /// `j`'s platform natively unless no node of the fleet does.
     pub fn eligible(&self, j: usize, n: usize) -> bool {
+        self.has_memory(j, n) && (!self.emulates(j, n) || self.emulated_everywhere[j])
+    }
+
+    /// Whether node `n` has the memory job `j` needs.
+    pub fn has_memory(&self, j: usize, n: usize) -> bool {
         self.nodes[n].memory_gb >= self.jobs[j].cost.min_memory_gb
+    }
+
+    /// Whether node `n` would build job `j`'s platform under emulation.
+    pub fn emulates(&self, j: usize, n: usize) -> bool {
+        self.jobs[j]
+            .platform
+            .as_deref()
+            .is_some_and(|p| !crate::platform::builds_natively(&self.nodes[n].platforms, p))
+    }
+
+    /// The speed at which node `n` builds job `j`: its `speed`, divided by
+    /// [`EMULATION_SLOWDOWN`] when it emulates `j`'s platform.
+    pub fn speed_for(&self, j: usize, n: usize) -> f64 {
+        if self.emulates(j, n) {
+            self.nodes[n].speed / EMULATION_SLOWDOWN
+        } else {
+            self.nodes[n].speed
+        }
     }
 
     /// Seconds to move `mb` megabytes over node `n`'s link.
@@ -189,12 +236,13 @@ impl Problem {
         mb * 8.0 / self.nodes[n].link_mbps
     }
 
-    /// The build phase of `j` on `n`: `work_s / speed` (0 when published).
+    /// The build phase of `j` on `n`: `work_s / speed` (0 when published), ten times
+    /// that under emulation ([`Problem::speed_for`]).
     pub fn build_s(&self, j: usize, n: usize) -> f64 {
         if self.jobs[j].published {
             0.0
         } else {
-            self.jobs[j].cost.work_s / self.nodes[n].speed
+            self.jobs[j].cost.work_s / self.speed_for(j, n)
         }
     }
 
@@ -228,11 +276,11 @@ impl Problem {
         ]
     }
 
-    /// The fastest speed among the nodes with enough memory for `j`.
+    /// The fastest speed at which an eligible node builds `j`.
     pub fn fastest_eligible_speed(&self, j: usize) -> f64 {
         (0..self.nodes.len())
             .filter(|&n| self.eligible(j, n))
-            .map(|n| self.nodes[n].speed)
+            .map(|n| self.speed_for(j, n))
             .fold(0.0, f64::max)
     }
 }
@@ -409,6 +457,12 @@ pub enum Violation {
         min_memory_gb: f64,
         memory_gb: f64,
     },
+    /// Placed on a node that emulates its platform while another builds it natively.
+    Emulated {
+        target: String,
+        node: String,
+        platform: String,
+    },
     NegativeStart {
         target: String,
         start_s: f64,
@@ -455,6 +509,14 @@ impl fmt::Display for Violation {
             } => write!(
                 f,
                 "`{target}` needs {min_memory_gb} GB but runs on `{node}` ({memory_gb} GB)"
+            ),
+            Violation::Emulated {
+                target,
+                node,
+                platform,
+            } => write!(
+                f,
+                "`{target}` is built under emulation on `{node}`, though a node of the fleet builds {platform} natively"
             ),
             Violation::NegativeStart { target, start_s } => {
                 write!(f, "`{target}` starts at {start_s} s, before 0")
@@ -526,12 +588,18 @@ pub fn validate(p: &Problem, assignments: &[Assignment]) -> Result<(), Vec<Viola
     for a in placed.iter().flatten() {
         let (j, n) = (a.job, a.node);
         let job = &p.jobs[j];
-        if !p.eligible(j, n) {
+        if !p.has_memory(j, n) {
             out.push(Violation::Ineligible {
                 target: job.name.clone(),
                 node: p.nodes[n].name.clone(),
                 min_memory_gb: job.cost.min_memory_gb,
                 memory_gb: p.nodes[n].memory_gb,
+            });
+        } else if !p.eligible(j, n) {
+            out.push(Violation::Emulated {
+                target: job.name.clone(),
+                node: p.nodes[n].name.clone(),
+                platform: job.platform.clone().unwrap_or_default(),
             });
         }
         if a.start_s.is_nan() || a.start_s < 0.0 {

@@ -32,6 +32,12 @@ pub struct Report {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ReportAssignment {
     pub target: String,
+    /// The platform of a platform unit, or of a target that names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// Built under emulation: no node of the fleet builds its platform natively.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub emulated: bool,
     pub node: String,
     pub start_s: f64,
     pub end_s: f64,
@@ -56,6 +62,8 @@ impl Report {
                 .iter()
                 .map(|a| ReportAssignment {
                     target: p.jobs()[a.job].name.clone(),
+                    platform: p.jobs()[a.job].platform.clone(),
+                    emulated: p.emulates(a.job, a.node),
                     node: p.nodes()[a.node].name.clone(),
                     start_s: ms(a.start_s),
                     end_s: ms(a.end_s),
@@ -206,6 +214,20 @@ pub fn render_text(
         "already built (cost nothing: recorded, skipped by key): {}",
         list_or_none(&published)
     );
+    let emulated: Vec<String> = s
+        .assignments
+        .iter()
+        .filter(|a| p.emulates(a.job, a.node))
+        .map(|a| format!("{} on {}", jobs[a.job].name, p.nodes()[a.node].name))
+        .collect();
+    if !emulated.is_empty() {
+        let _ = writeln!(
+            o,
+            "under emulation (no node builds the platform natively; build time x{}): {}",
+            super::model::EMULATION_SLOWDOWN,
+            emulated.join(", ")
+        );
+    }
     o.push('\n');
 
     let rows = rows(p, s);
@@ -460,6 +482,7 @@ mod tests {
                 min_memory_gb: 0.0,
             },
             published,
+            platform: None,
         };
         let node = Node {
             name: "n".into(),
@@ -469,6 +492,7 @@ mod tests {
             speed: 1.0,
             link_mbps: 1.0,
             slots,
+            platforms: Vec::new(),
         };
         Problem::new(vec![job("a"), job("b")], vec![node]).unwrap()
     }

@@ -36,6 +36,13 @@ struct NodeReport {
     /// behind it.
     #[serde(skip_serializing_if = "Option::is_none")]
     builder: Option<kiln_engine::driver::buildx::BuilderFacts>,
+    /// The platforms the node builds natively, native first (what the
+    /// schedule places platform units by).
+    platforms: Vec<String>,
+    /// Where they come from: `fleet` (stated in the fleet file),
+    /// `builder` (`docker buildx inspect`), `engine` (its `/version`), or
+    /// `unknown` (a node that is down and states none).
+    platforms_from: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -52,7 +59,14 @@ pub fn run(s: FleetSettings, out: &mut dyn Write) -> Result<(), CliError> {
             let name = n.name.clone();
             let raw = n.endpoint.clone();
             let gb = s.gb_per_job;
-            tasks.push(tokio::spawn(probe_node(name, raw, ep, gb)));
+            let stated = n.platforms.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut r = probe_node(name, raw, ep, gb).await;
+                if !stated.is_empty() {
+                    (r.platforms, r.platforms_from) = (stated, "fleet");
+                }
+                r
+            }));
         }
         let mut v = Vec::new();
         for t in tasks {
@@ -130,16 +144,28 @@ async fn probe_node(
                 }
             }
         };
-        Ok::<_, kiln_engine::EngineError>((f, b))
+        // What the schedule takes as native: for a builder, the platforms
+        // given at its creation, else the first one buildx lists (the
+        // rest may be emulated); for an engine, its own.
+        let created = kiln_engine::driver::buildx::native_platforms(&raw);
+        let platforms = match (&b, &e) {
+            (Some(_), _) if !created.is_empty() => (created, "builder"),
+            (Some(b), _) if !b.platforms.is_empty() => (b.platforms[..1].to_vec(), "builder"),
+            (_, Some(e)) => (vec![e.platform.clone()], "engine"),
+            _ => (Vec::new(), "unknown"),
+        };
+        Ok::<_, kiln_engine::EngineError>((f, b, platforms))
     }
     .await;
     match r {
-        Ok((f, builder)) => NodeReport {
+        Ok((f, builder, (platforms, platforms_from))) => NodeReport {
             name,
             endpoint: raw,
             status: "up",
             facts: f,
             builder,
+            platforms,
+            platforms_from,
             error: None,
         },
         Err(e) => NodeReport {
@@ -148,6 +174,8 @@ async fn probe_node(
             status: "down",
             facts: None,
             builder: None,
+            platforms: Vec::new(),
+            platforms_from: "unknown",
             error: Some(e.to_string()),
         },
     }
@@ -162,14 +190,24 @@ fn table(reports: &[NodeReport]) -> String {
         .max()
         .unwrap_or(4)
         .max(4);
+    let platforms = |r: &NodeReport| match r.platforms.as_slice() {
+        [] => "-".to_string(),
+        ps => ps.join(","),
+    };
+    let pw = reports
+        .iter()
+        .map(|r| platforms(r).len())
+        .max()
+        .unwrap_or(9)
+        .max(9);
     let mut t = format!(
-        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  ENDPOINT\n",
-        "NODE", "STATUS", "CORES", "FREE_GB", "IDLE", "SCORE", "JOBS"
+        "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {:<pw$}  ENDPOINT\n",
+        "NODE", "STATUS", "CORES", "FREE_GB", "IDLE", "SCORE", "JOBS", "PLATFORMS"
     );
     for r in reports {
         match &r.facts {
             Some(f) => t.push_str(&format!(
-                "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {}{}\n",
+                "{:<w$}  {:<10}  {:>5}  {:>7.1}  {:>7.1}  {:>6.1}  {:>5}  {:<pw$}  {}{}\n",
                 r.name,
                 r.status,
                 f.cores,
@@ -177,6 +215,7 @@ fn table(reports: &[NodeReport]) -> String {
                 f.idle_cores,
                 f.score,
                 f.jobs,
+                platforms(r),
                 r.endpoint,
                 r.builder
                     .as_ref()
@@ -193,19 +232,27 @@ fn table(reports: &[NodeReport]) -> String {
                     r.builder
                         .as_ref()
                         .map(|b| format!(
-                            "  (buildx {} {} driver, {}, {}; no image store: hand-over by registry digest, memory from the fleet file)",
+                            "  (buildx {} {} driver, {}; no image store: hand-over by registry digest, memory from the fleet file)",
                             b.buildx,
                             b.driver,
                             b.engine_version,
-                            b.platforms.join(",")
                         ))
                         .unwrap_or_default()
                 } else {
                     format!("  ({})", r.error.clone().unwrap_or_default())
                 };
                 t.push_str(&format!(
-                    "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {}{}\n",
-                    r.name, r.status, "-", "-", "-", "-", "-", r.endpoint, note
+                    "{:<w$}  {:<10}  {:>5}  {:>7}  {:>7}  {:>6}  {:>5}  {:<pw$}  {}{}\n",
+                    r.name,
+                    r.status,
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    platforms(r),
+                    r.endpoint,
+                    note
                 ));
             }
         }

@@ -13,7 +13,8 @@
 use std::io::{IsTerminal, Write};
 
 use kiln_plan::schedule::{
-    CostsFile, Fleet, Job, Policy, Problem, Report, render_svg, render_text, schedule, validate,
+    CostsFile, Fleet, PlanJob, Policy, Problem, Report, render_svg, render_text, schedule, split,
+    validate,
 };
 
 use crate::cli::{Format, SchedulePolicy};
@@ -77,11 +78,14 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
         crate::costs::learned(&s.store.history)
     };
     let mut default_costs = Vec::new();
-    let jobs = targets
+    // A target of several platforms is one unit per platform, each placed
+    // on a node that builds it natively where the fleet has one.
+    let plan_jobs: Vec<PlanJob> = targets
         .iter()
-        .map(|t| Job {
+        .map(|t| PlanJob {
             name: t.name.clone(),
             deps: t.deps.iter().filter_map(|d| index(d)).collect(),
+            platforms: t.platforms.clone(),
             cost: {
                 let (c, src) = crate::costs::cost_of(&t.name, &costs, &learned);
                 if src == crate::costs::Source::Default {
@@ -92,6 +96,7 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
             published: published.contains(&t.name),
         })
         .collect();
+    let (jobs, _) = split(&plan_jobs);
     let problem = Problem::new(jobs, fleet.nodes).map_err(|e| {
         let text = e.to_string();
         match text.split_once("\nhint: ") {

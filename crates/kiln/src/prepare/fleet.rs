@@ -61,19 +61,30 @@ pub fn fleet_plan(
         None => CostsFile::default(),
     };
     let mut nodes = Vec::new();
-    for n in &fleet.nodes {
+    let mut fleet = fleet;
+    for n in &mut fleet.nodes {
         // An endpoint that is not an engine address names a buildx builder.
         let (endpoint, builder) = match endpoint(&n.endpoint, cwd) {
             Some(e) => (e, None),
             // Its engine is found from the builder when the run connects;
             // until then the builder's name stands for it in messages.
-            None => (
-                kiln_engine::Endpoint {
-                    host: format!("buildx builder {}", n.endpoint),
-                    docker_cli: "/usr/bin/docker".into(),
-                },
-                Some(builder_spec(Some(&n.endpoint))),
-            ),
+            None => {
+                // Platforms the fleet file leaves out: those buildx's
+                // instance store gives the builder (without a process).
+                if n.platforms.is_empty() {
+                    n.platforms = kiln_engine::driver::buildx::native_platforms(&n.endpoint)
+                        .iter()
+                        .filter_map(|p| kiln_plan::platform::normalize(p).ok())
+                        .collect();
+                }
+                (
+                    kiln_engine::Endpoint {
+                        host: format!("buildx builder {}", n.endpoint),
+                        docker_cli: "/usr/bin/docker".into(),
+                    },
+                    Some(builder_spec(Some(&n.endpoint))),
+                )
+            }
         };
         nodes.push(kiln_engine::run::NodeSpec {
             name: n.name.clone(),
@@ -148,6 +159,13 @@ fn plan_on(
                 c
             },
             published: published.contains(&sp.name),
+            // A target of one platform goes to a node that builds it
+            // natively (where the fleet has one); one of several is built
+            // on one node for all of them.
+            platform: match &sp.platforms[..] {
+                [one] => Some(kiln_plan::platform::normalize(one).unwrap_or_else(|_| one.clone())),
+                _ => None,
+            },
         })
         .collect();
     let problem = Problem::new(jobs, nodes).map_err(|e| CliError::usage(e.to_string()))?;
@@ -224,6 +242,7 @@ pub fn plan_for_report(
             // Nothing crosses a network on one node.
             link_mbps: 1e9,
             slots: u32::try_from(slots.max(1)).unwrap_or(1),
+            platforms: Vec::new(),
         }],
     };
     let (problem, plan, guessed) = plan_on(specs, nodes, &costs, history, published).ok()?;

@@ -25,6 +25,7 @@ mod remembered;
 
 pub use argv::{BuildxOptions, command, render, rewrite_applies};
 pub use discover::{BuilderFacts, BuilderSpec, Inspected, Version};
+pub use remembered::native_platforms;
 
 use crate::driver::{BuildOutcome, BuildRequest, Failed};
 use crate::error::EngineError;

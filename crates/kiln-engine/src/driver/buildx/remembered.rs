@@ -49,6 +49,26 @@ pub(super) fn defined(name: &str) -> Option<Defined> {
     parse_instance(name, &bytes)
 }
 
+/// The platforms kiln knows builder `name` builds natively without asking
+/// it: those given at `docker buildx create --platform` (buildx's instance
+/// store), else the first (native) platform `docker buildx inspect` listed
+/// when kiln last asked, while the definition is unchanged. The rest of an
+/// inspected list may be emulated (QEMU's binfmt handlers add theirs), so
+/// it is not taken as native. Empty when neither is known (a docker
+/// context, or a builder never inspected).
+pub fn native_platforms(name: &str) -> Vec<String> {
+    let Some(d) = defined(name) else {
+        return Vec::new();
+    };
+    if !d.inspected.platforms.is_empty() {
+        return d.inspected.platforms;
+    }
+    recall(name, &d.sha)
+        .and_then(|(platforms, _)| platforms.into_iter().next())
+        .into_iter()
+        .collect()
+}
+
 fn parse_instance(name: &str, bytes: &[u8]) -> Option<Defined> {
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     if v.get("Name")?.as_str()? != name {
