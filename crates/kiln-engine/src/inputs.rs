@@ -220,6 +220,10 @@ fn reads(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineEr
 /// for `platform` (as [`gather`]; empty when unknown): the caller
 /// resolves each to a digest.
 pub fn external_images(spec: &BuildSpec, platform: &str) -> Result<Vec<String>, EngineError> {
+    // A join reads no Dockerfile: its units do.
+    if !spec.join.is_empty() {
+        return Ok(Vec::new());
+    }
     let text = dockerfile_text(spec)?;
     Ok(reads(spec, &text, platform)?
         .images

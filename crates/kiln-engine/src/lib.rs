@@ -34,4 +34,4 @@ pub mod user_cache;
 pub use error::EngineError;
 pub use events::{Event, Reporter};
 pub use run::{RunOptions, RunSummary, TargetResult, TargetStatus, run};
-pub use spec::{BuildSpec, ContextSource, Endpoint, KeyView, SecretSpec};
+pub use spec::{BuildSpec, ContextSource, Endpoint, KeyView, SecretSpec, Unit};

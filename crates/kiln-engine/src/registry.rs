@@ -98,6 +98,21 @@ const MANIFEST_TYPES: [&str; 4] = [
     "application/vnd.docker.distribution.manifest.v2+json",
 ];
 
+/// The OCI platform object of `os/arch[/variant]`.
+fn platform_object(platform: &str) -> serde_json::Value {
+    let mut parts = platform.split('/');
+    let mut p = serde_json::Map::new();
+    p.insert("os".into(), parts.next().unwrap_or("linux").into());
+    p.insert(
+        "architecture".into(),
+        parts.next().unwrap_or("amd64").into(),
+    );
+    if let Some(v) = parts.next() {
+        p.insert("variant".into(), v.into());
+    }
+    serde_json::Value::Object(p)
+}
+
 /// What [`Registry::raw_manifest`] found.
 enum RawManifest {
     Found(bytes::Bytes),
@@ -446,16 +461,6 @@ impl Registry {
         if src.registry != dst.registry || src.repository != dst.repository || dst.tag.is_none() {
             return Ok(false);
         }
-        let name = dst.name();
-        let (hc, _) = self.client_for(&src).await?;
-        let (_, dst_ref) = self.client_for(&dst).await?;
-        let client = &hc.client;
-        let auth = hc.credentials.auth.clone();
-        let timeout = self.inner.timeout;
-        let unreachable = || RegistryError::Unreachable {
-            registry: dst.registry.clone(),
-            detail: format!("pointing {name} at {digest}: no answer within {timeout:?}"),
-        };
         let bytes = match self.raw_manifest(&src).await? {
             RawManifest::Found(b) => b,
             RawManifest::Absent => {
@@ -470,9 +475,33 @@ impl Registry {
             .ok()
             .and_then(|v| v["mediaType"].as_str().map(String::from))
             .unwrap_or_else(|| MANIFEST_TYPES[1].to_string());
+        self.put_manifest(
+            &dst,
+            bytes,
+            &media_type,
+            &format!("pointing {} at {digest}", dst.name()),
+        )
+        .await
+    }
+
+    /// Puts the manifest `bytes` (of `media_type`) under `dst`'s tag; `what`
+    /// says what for in errors. `Ok(false)` when the registry refuses it in
+    /// a way [`classify`] calls an absence.
+    async fn put_manifest(
+        &self,
+        dst: &Target,
+        bytes: bytes::Bytes,
+        media_type: &str,
+        what: &str,
+    ) -> Result<bool, RegistryError> {
+        let name = dst.name();
+        let (hc, dst_ref) = self.client_for(dst).await?;
+        let client = &hc.client;
+        let auth = hc.credentials.auth.clone();
+        let timeout = self.inner.timeout;
         let content_type = media_type.parse().map_err(|_| RegistryError::Protocol {
-            registry: src.registry.clone(),
-            detail: format!("{} has an unusable media type {media_type:?}", src.name()),
+            registry: dst.registry.clone(),
+            detail: format!("{what}: an unusable media type {media_type:?}"),
         })?;
         // A push needs the login stored for the registry (the token for
         // pull and push is fetched with it).
@@ -485,10 +514,73 @@ impl Registry {
         )
         .await
         {
-            Err(_) => Err(unreachable()),
+            Err(_) => Err(RegistryError::Unreachable {
+                registry: dst.registry.clone(),
+                detail: format!("{what}: no answer within {timeout:?}"),
+            }),
             Ok(Err(e)) => classify(e, &hc, &dst.registry, &name, timeout).map(|_| false),
             Ok(Ok(_)) => Ok(true),
         }
+    }
+
+    /// Makes one image index of platform images pushed by digest into one
+    /// repository (`(platform, repo@digest)` each, as `docker buildx
+    /// imagetools create` joins them) and puts it under every tag in
+    /// `tags`, which must be of the same repository; returns its digest.
+    /// An image that is itself an index (buildx pushes a platform with its
+    /// attestation manifest as one) gives all its entries, so attestations
+    /// stay attached to their platform's manifest. The index's bytes are a
+    /// function of the images, so the same images make the same digest.
+    pub async fn join_index(
+        &self,
+        units: &[(String, String)],
+        tags: &[String],
+    ) -> Result<String, RegistryError> {
+        let mut manifests = Vec::new();
+        for (platform, at) in units {
+            let src = Target::parse(at)?;
+            let bytes = match self.raw_manifest(&src).await? {
+                RawManifest::Found(b) => b,
+                _ => {
+                    return Err(RegistryError::Protocol {
+                        registry: src.registry.clone(),
+                        detail: format!("{at} is not in the registry"),
+                    });
+                }
+            };
+            let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let media_type = body["mediaType"].as_str().unwrap_or(MANIFEST_TYPES[1]);
+            match body["manifests"].as_array() {
+                Some(list) => manifests.extend(list.iter().cloned()),
+                None => manifests.push(serde_json::json!({
+                    "mediaType": media_type,
+                    "digest": format!("sha256:{}", crate::identity::sha256_hex(&bytes)),
+                    "size": bytes.len(),
+                    "platform": platform_object(platform),
+                })),
+            }
+        }
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_TYPES[0],
+            "manifests": manifests,
+        });
+        let bytes = bytes::Bytes::from(serde_json::to_vec(&index).unwrap_or_default());
+        let digest = format!("sha256:{}", crate::identity::sha256_hex(&bytes));
+        for t in tags {
+            let dst = Target::parse(t)?;
+            let what = format!("putting the index {digest} under {t}");
+            if !self
+                .put_manifest(&dst, bytes.clone(), MANIFEST_TYPES[0], &what)
+                .await?
+            {
+                return Err(RegistryError::Protocol {
+                    registry: dst.registry.clone(),
+                    detail: format!("{what}: the registry refused it"),
+                });
+            }
+        }
+        Ok(digest)
     }
 
     /// The manifest `target` names, as the registry stores it (bytes).

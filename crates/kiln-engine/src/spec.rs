@@ -43,6 +43,19 @@ pub struct KeyView {
     pub labels: BTreeMap<String, String>,
 }
 
+/// One platform of a multi-platform target, built on its own and pushed by
+/// digest into the target's repository (docs/driver-buildx.md, *Platform
+/// units*). Its spec is named `TARGET@PLATFORM`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Unit {
+    /// The bake target it is a platform of.
+    pub target: String,
+    /// Its one platform, as the target names it.
+    pub platform: String,
+    /// The repository it is pushed to by digest (the target's tags').
+    pub repository: String,
+}
+
 /// One target to build.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct BuildSpec {
@@ -93,6 +106,15 @@ pub struct BuildSpec {
     /// reach them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_view: Option<KeyView>,
+    /// A platform unit of a multi-platform target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
+    /// A multi-platform target whose platforms are built as units: nothing
+    /// is built for it; its image index is made in the registry from its
+    /// units' images (`(platform, unit name)`, its dependencies) and put
+    /// under its tags.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub join: Vec<(String, String)>,
 }
 
 impl BuildSpec {
@@ -116,6 +138,29 @@ impl BuildSpec {
     /// of all its platforms), never one engine's image.
     pub fn multi_platform(&self) -> bool {
         self.platforms.len() > 1
+    }
+
+    /// Its image lives in a registry only, never in an engine: an index of
+    /// several platforms, or a platform unit pushed by digest.
+    pub fn registry_only(&self) -> bool {
+        self.multi_platform() || self.unit.is_some()
+    }
+
+    /// Whether its build pushes: to its tags, or a platform unit by digest.
+    pub fn pushes(&self) -> bool {
+        self.push && (!self.tags.is_empty() || self.unit.is_some())
+    }
+
+    /// The repository its pushed image is named in by digest: a unit's, or
+    /// its first tag's.
+    pub fn push_repository(&self) -> Option<String> {
+        match &self.unit {
+            Some(u) => Some(u.repository.clone()),
+            None => self
+                .tags
+                .first()
+                .map(|t| kiln_plan::repository_name(t).to_string()),
+        }
     }
 }
 

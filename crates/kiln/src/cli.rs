@@ -519,7 +519,15 @@ pub struct WhyArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// The target to explain.
+    /// The driver whose keys to explain: on buildx, a multi-platform
+    /// target is built as platform units (`TARGET@PLATFORM`).
+    #[arg(long, value_enum, default_value_t = DriverKind::Local)]
+    pub driver: DriverKind,
+    /// The buildx builder (`--driver buildx`).
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub builder: String,
+    /// The target to explain, or one platform unit of it
+    /// (`TARGET@PLATFORM`).
     #[arg(value_name = "TARGET")]
     pub target: String,
 }

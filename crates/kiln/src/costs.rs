@@ -44,8 +44,20 @@ pub fn cost_of(
     file: &CostsFile,
     learned: &BTreeMap<String, LearnedCost>,
 ) -> (Cost, Source) {
+    cost_as(target, target, file, learned)
+}
+
+/// The cost of what was built as `built` (a platform unit `app@linux/arm64`)
+/// whose costs-file entry is `target`'s (`app`: its `work_s` is per
+/// platform), and where it came from.
+pub fn cost_as(
+    built: &str,
+    target: &str,
+    file: &CostsFile,
+    learned: &BTreeMap<String, LearnedCost>,
+) -> (Cost, Source) {
     let base = file.get(target).copied();
-    match (learned.get(target), base) {
+    match (learned.get(built), base) {
         (Some(l), b) => {
             let b = b.unwrap_or(DEFAULT_COST);
             (

@@ -89,6 +89,8 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
                 bake,
                 store,
                 format: a.format,
+                builder: (a.driver == cli::DriverKind::Buildx)
+                    .then(|| prepare::builder_spec(Some(&a.builder))),
                 target: a.target,
             };
             commands::why::run(s, out)

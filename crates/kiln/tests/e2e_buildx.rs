@@ -992,23 +992,21 @@ fn index_identity(host: &str, repo: &str, digest: &str) -> (Vec<String>, String)
     (platforms, kiln_engine::identity::composite(&ids))
 }
 
-/// A target of several platforms on buildx is one solve pushed as an
-/// image index, on a docker-driver builder (containerd image store) and
-/// on a remote-driver builder alike: its identity combines every
-/// platform's (so a change to one platform's input rebuilds it), its one
-/// cache ref names the platform set, a multi-platform dependent is handed
-/// the index by digest, plan and a no-op build skip through the registry,
-/// and a target that pushes nowhere is refused before anything builds.
+/// On a docker-driver builder (containerd image store), which cannot push
+/// by digest, a target of several platforms is one solve pushed as an
+/// image index (said in a note): its identity combines every platform's
+/// (so a change to one platform's input rebuilds it), its one cache ref
+/// names the platform set, a multi-platform dependent is handed the index
+/// by digest, plan and a no-op build skip through the registry, and a
+/// target that pushes nowhere is refused before anything builds. (Other
+/// builders build each platform as a unit: the next test.)
 #[test]
 fn a_multi_platform_target_is_one_index_keyed_and_skipped_by_all_its_platforms() {
     let Some((host, reg)) = engine() else { return };
     let Some((config, docker_builder)) = buildx_env() else {
         return;
     };
-    let Some(remote) = remote_builder() else {
-        return;
-    };
-    for builder in [docker_builder, remote] {
+    for builder in [docker_builder] {
         let salt = unique("");
         let dir = workspace(&[
             ("docker-bake.hcl", MULTI_BAKE),
@@ -1043,6 +1041,13 @@ fn a_multi_platform_target_is_one_index_keyed_and_skipped_by_all_its_platforms()
 
         let o = run("build", &["--push"]);
         ok(&o);
+        assert!(
+            stderr_of(&o).contains(&format!(
+                "note: target files builds its 2 platforms in one solve on one node (builder {builder} is a docker-driver builder"
+            )),
+            "{}",
+            stderr_of(&o)
+        );
         let s = summary(&o);
         let mut identities = std::collections::HashMap::new();
         for n in ["files", "both"] {
@@ -1107,6 +1112,296 @@ fn a_multi_platform_target_is_one_index_keyed_and_skipped_by_all_its_platforms()
         assert_eq!(target(&s, "both")["status"], "built", "{builder}: {s}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+const UNITS_BAKE: &str = r#"
+variable "REG" { default = "127.0.0.1:5000" }
+variable "U" { default = "x" }
+target "_c" {
+  platforms = ["linux/amd64", "linux/arm64"]
+}
+target "files" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.files"
+  tags = ["${REG}/e2e-pu-${U}/files:1", "${REG}/e2e-pu-${U}/files:latest"]
+}
+target "both" {
+  inherits = ["_c"]
+  contexts = { files = "target:files" }
+  dockerfile = "Dockerfile.both"
+  tags = ["${REG}/e2e-pu-${U}/both:1"]
+}
+target "pick" {
+  contexts = { files = "target:files" }
+  dockerfile = "Dockerfile.both"
+  platforms = ["linux/amd64"]
+  tags = ["${REG}/e2e-pu-${U}/pick:1"]
+}
+group "default" { targets = ["both", "pick"] }
+"#;
+
+/// The platform manifests of the index `repo:reference`, by platform
+/// (attestations left out).
+fn index_platforms(host: &str, repo: &str, reference: &str) -> BTreeMap<String, String> {
+    let index = registry_json(host, &format!("{repo}/manifests/{reference}"));
+    index["manifests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not an index: {index}"))
+        .iter()
+        .filter(|m| m["platform"]["os"] != "unknown")
+        .map(|m| {
+            (
+                format!(
+                    "{}/{}",
+                    m["platform"]["os"].as_str().unwrap(),
+                    m["platform"]["architecture"].as_str().unwrap()
+                ),
+                m["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// On a builder that can push by digest (here buildx's remote driver), a
+/// target of several platforms is built as one unit per platform, each
+/// with its own key, record and cache ref, pushed by digest and joined
+/// into one index under the target's tags (its identity combines the
+/// units'). A dependent's unit of a platform is handed the same platform's
+/// unit, and a one-platform dependent the matching unit. `kiln plan` shows
+/// a row per unit. A no-op run skips all of them; a change to an arm64-only
+/// file rebuilds only the arm64 units and makes the indexes anew around
+/// the unchanged amd64 manifests. Both cache refs import on a forced
+/// rebuild.
+#[test]
+fn a_multi_platform_target_is_built_as_platform_units_joined_into_one_index() {
+    let Some((host, reg, config, remote)) = remote_env() else {
+        return;
+    };
+    let salt = unique("");
+    let dir = workspace(&[
+        ("docker-bake.hcl", UNITS_BAKE),
+        (
+            "Dockerfile.files",
+            "FROM scratch\nARG TARGETARCH\nCOPY src/${TARGETARCH}.txt /arch.txt\n",
+        ),
+        ("Dockerfile.both", "FROM files\nCOPY extra.txt /extra.txt\n"),
+        ("src/amd64.txt", &format!("amd64 {salt}\n")),
+        ("src/arm64.txt", &format!("arm64 {salt}\n")),
+        ("extra.txt", "extra\n"),
+    ]);
+    let bx = Bx {
+        dir: &dir,
+        host: &host,
+        config: &config,
+        builder: &remote,
+        vars: [format!("REG={reg}"), format!("U={salt}")],
+    };
+    let run = |cmd: &str, extra: &[&str]| bx.run(cmd, extra);
+    let repo = |n: &str| format!("e2e-pu-{salt}/{n}");
+    let (amd, arm) = ("linux/amd64", "linux/arm64");
+    let unit = |n: &str, p: &str| format!("{n}@{p}");
+
+    let o = run("build", &["--push"]);
+    ok(&o);
+    let s = summary(&o);
+    let names: Vec<&str> = s["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for n in ["files", "both"] {
+        for p in [amd, arm] {
+            let u = target(&s, &unit(n, p));
+            assert_eq!(u["status"], "built", "{u}");
+            // Pushed by digest into the target's repository, no tag.
+            let digest = u["digest"].as_str().unwrap();
+            assert_eq!(u["image"], format!("{reg}/{}@{digest}", repo(n)), "{u}");
+            // Its own cache ref, of its one platform.
+            let exports = cache_exports(u);
+            assert_eq!(exports.len(), 1, "{u}");
+            assert_eq!(exports[0]["outcome"], "ok", "{u}");
+            // (BuildKit's progress names no ref for an export: the
+            // registry holds the unit's own.)
+            let slug = p.replace('/', "-");
+            registry_digest(&format!("{reg}/{}:buildcache-{n}-{slug}", repo(n)));
+        }
+        // The join: one index of both units under every tag, identified by
+        // both platforms' identities.
+        let t = target(&s, n);
+        assert_eq!(t["status"], "built", "{t}");
+        let digest = t["digest"].as_str().unwrap();
+        assert_eq!(registry_digest(&format!("{reg}/{}:1", repo(n))), digest);
+        let platforms = index_platforms(&reg, &repo(n), "1");
+        assert_eq!(
+            platforms.keys().map(String::as_str).collect::<Vec<_>>(),
+            [amd, arm],
+            "{t}"
+        );
+        for p in [amd, arm] {
+            let u = target(&s, &unit(n, p));
+            assert_eq!(
+                platform_manifest(&reg, &repo(n), u["digest"].as_str().unwrap()),
+                platforms[p],
+                "{n} {p}: the index holds the unit's manifest"
+            );
+        }
+        let (_, identity) = index_identity(&reg, &repo(n), digest);
+        assert!(
+            records_name(&dir, &identity),
+            "{n}: the join's record names {identity}"
+        );
+        // Units come just before their join.
+        let at = names.iter().position(|x| *x == n).unwrap();
+        assert_eq!(names[at - 2..at], [unit(n, amd), unit(n, arm)], "{names:?}");
+    }
+    assert_eq!(
+        index_platforms(&reg, &repo("files"), "latest"),
+        index_platforms(&reg, &repo("files"), "1")
+    );
+    // Each unit of both is handed files' unit of its platform; the
+    // amd64-only pick, files' amd64 unit.
+    for p in [amd, arm] {
+        assert_eq!(
+            target(&s, &unit("both", p))["handed"]["files"],
+            target(&s, &unit("files", p))["image"],
+            "{p}"
+        );
+    }
+    assert_eq!(
+        target(&s, "pick")["handed"]["files"],
+        target(&s, &unit("files", amd))["image"]
+    );
+    // The run report lists each target's units just after it, as its.
+    let o = kiln_bx(&dir, &host, &config, &["report", "--format", "json"], &[]);
+    ok(&o);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let listed: Vec<(String, Option<String>)> = r["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["unit_of"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    let at = listed.iter().position(|(n, _)| n == "files").unwrap();
+    assert_eq!(
+        listed[at + 1..at + 3],
+        [
+            (unit("files", amd), Some("files".to_string())),
+            (unit("files", arm), Some("files".to_string()))
+        ],
+        "{listed:?}"
+    );
+    // The metadata file names targets only, as bake's does.
+    let meta = dir.join("meta.json");
+    let o = run(
+        "build",
+        &["--push", "--metadata-file", meta.to_str().unwrap()],
+    );
+    ok(&o);
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    let mut keys: Vec<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort();
+    assert_eq!(keys, ["both", "files", "pick"], "{m}");
+
+    // plan: a row per unit, and a no-op run skips every one.
+    let plan_rows = |extra: &[&str]| -> BTreeMap<String, String> {
+        let o = run("plan", extra);
+        ok(&o);
+        let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        plan["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_string(),
+                    t["action"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let rows = plan_rows(&[]);
+    assert_eq!(rows.len(), 7, "{rows:?}");
+    assert!(rows.values().all(|a| a == "skip"), "{rows:?}");
+    let o = run("build", &["--push"]);
+    ok(&o);
+    let s = summary(&o);
+    for t in s["targets"].as_array().unwrap() {
+        assert_eq!(t["status"], "skipped", "{t}");
+    }
+    let before = index_platforms(&reg, &repo("files"), "1");
+
+    // A file only arm64 reads: only the arm64 units build, and the indexes
+    // are made anew around the unchanged amd64 manifests.
+    std::fs::write(dir.join("src/arm64.txt"), format!("arm64 changed {salt}\n")).unwrap();
+    let rows = plan_rows(&[]);
+    assert_eq!(rows[&unit("files", amd)], "skip", "{rows:?}");
+    assert_eq!(rows[&unit("files", arm)], "build", "{rows:?}");
+    // why: the target's units, and a unit by its name.
+    let o = run("why", &["files"]);
+    ok(&o);
+    let why: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let units = why["units"].as_array().unwrap();
+    assert_eq!(units.len(), 2, "{why}");
+    assert_eq!(
+        (units[0]["target"].as_str(), units[0]["action"].as_str()),
+        (Some("files@linux/amd64"), Some("skip"))
+    );
+    assert_eq!(units[1]["action"], "build", "{why}");
+    assert!(
+        units[1]["changes"].to_string().contains("src/arm64.txt"),
+        "{why}"
+    );
+    let o = run("why", &[&unit("files", arm)]);
+    ok(&o);
+    let why: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(why["status"], "changed", "{why}");
+    let o = run("why", &["files@linux/s390x"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("files has no platform unit linux/s390x"),
+        "{}",
+        stderr_of(&o)
+    );
+    let o = run("build", &["--push"]);
+    ok(&o);
+    let s = summary(&o);
+    let status = |n: &str| target(&s, n)["status"].as_str().unwrap().to_string();
+    for (n, want) in [
+        (unit("files", amd), "skipped"),
+        (unit("files", arm), "built"),
+        ("files".into(), "built"),
+        (unit("both", amd), "skipped"),
+        (unit("both", arm), "built"),
+        ("both".into(), "built"),
+        ("pick".into(), "skipped"),
+    ] {
+        assert_eq!(status(&n), want, "{n}: {s}");
+    }
+    let after = index_platforms(&reg, &repo("files"), "1");
+    assert_eq!(after[amd], before[amd]);
+    assert_ne!(after[arm], before[arm]);
+
+    // Both platforms' cache refs import on a forced rebuild.
+    let o = run("build", &["--push", "--force", "files"]);
+    ok(&o);
+    let s = summary(&o);
+    for p in [amd, arm] {
+        let u = target(&s, &unit("files", p));
+        let stable = format!("buildcache-files-{}", p.replace('/', "-"));
+        let import = u["cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "import" && c["ref"].as_str().unwrap().ends_with(&stable));
+        assert_eq!(import.map(|i| &i["outcome"]), Some(&"ok".into()), "{u}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The image manifest of the one platform of `repo@digest` (an index
@@ -1518,6 +1813,38 @@ target "both" {{
         &format!("{repo}/blobs/{}", man["config"]["digest"].as_str().unwrap()),
     );
     assert_eq!(blob["architecture"], "arm64", "{blob}");
+    // A two-platform target: each unit built on its native node, one index
+    // of both under the target's tag.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &[
+            "build",
+            "--driver",
+            "buildx",
+            "--fleet",
+            "fleet.toml",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "both",
+        ],
+        &[],
+    );
+    ok(&o);
+    let s = summary(&o);
+    let node_of = |t: &str| target(&s, t)["node"].as_str().unwrap().to_string();
+    assert_eq!(
+        (node_of("both@linux/amd64"), node_of("both@linux/arm64")),
+        ("amd".into(), "arm".into())
+    );
+    let platforms = index_platforms(&reg, &format!("kiln-e2e/plat-{salt}/both"), "1");
+    assert_eq!(
+        platforms.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["linux/amd64", "linux/arm64"]
+    );
     drop((amd, arm));
     let _ = std::fs::remove_dir_all(&dir);
 }

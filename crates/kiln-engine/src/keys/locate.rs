@@ -69,6 +69,12 @@ pub async fn locate(
 pub async fn in_registry(resolver: &Resolver, rec: &kiln_store::Record) -> Option<String> {
     let digest = rec.digest.as_ref()?;
     let registry = resolver.registry()?;
+    // A platform unit has no tag: its record names it by digest.
+    if rec.tags.is_empty()
+        && let Some(r) = rec.image_ref.as_ref().filter(|r| r.contains("@sha256:"))
+    {
+        return matches!(registry.check(r).await, Ok(Resolution::Found(_))).then(|| r.clone());
+    }
     for t in &rec.tags {
         let Some(r) = kiln_plan::ImageRef::parse(t) else {
             continue;

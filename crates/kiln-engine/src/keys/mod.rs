@@ -173,6 +173,9 @@ where
     F: Fn(String) -> Fut,
     Fut: std::future::Future<Output = Option<Found>>,
 {
+    if !spec.join.is_empty() {
+        return Ok(join_key(spec, outputs));
+    }
     // One platform keys as itself; several as their list in the target's
     // order (BuildKit's `TARGETPLATFORM` and the index follow it).
     let platform = if spec.platforms.is_empty() {
@@ -200,6 +203,40 @@ where
         stats,
         jobs_secret,
     })
+}
+
+/// The key of a join (a multi-platform target built as platform units):
+/// its platforms and each unit's output, nothing else. The index is made
+/// of its units' images, so it is the same index exactly when they are.
+fn join_key(spec: &BuildSpec, outputs: &HashMap<String, String>) -> Keyed {
+    let mut upstreams = BTreeMap::new();
+    let mut pending = Vec::new();
+    for (platform, unit) in &spec.join {
+        match outputs.get(unit) {
+            Some(id) => {
+                upstreams.insert(platform.clone(), id.clone());
+            }
+            None => pending.push(unit.clone()),
+        }
+    }
+    let manifest = kiln_plan::key::InputManifest {
+        recipe: kiln_plan::key::RECIPE.to_string(),
+        dockerfile: "kiln:join".into(),
+        platform: spec.platforms.join(","),
+        upstreams,
+        attest: spec.attest.clone(),
+        ..Default::default()
+    };
+    let key = pending.is_empty().then(|| manifest.key());
+    Keyed {
+        manifest,
+        key,
+        pending,
+        volatile: Vec::new(),
+        pins: BTreeMap::new(),
+        stats: Default::default(),
+        jobs_secret: false,
+    }
 }
 
 /// Resolves external images as a build will see them: the engine's own
@@ -315,7 +352,7 @@ pub async fn key_on(
         // engine's copy, so a moved tag changes the key.
         |r| async move {
             resolver
-                .resolve(&r, spec.multi_platform() || spec.pull)
+                .resolve(&r, spec.registry_only() || spec.pull)
                 .await
         },
         &resolver.platform(),

@@ -112,8 +112,9 @@ pub async fn predict(
                     let id = entry.record.image_id.clone();
                     let rec = &entry.record;
                     // A multi-platform image is an index in the registry,
-                    // never on an engine (docs/driver-buildx.md).
-                    let engine = engine.filter(|_| !spec.multi_platform());
+                    // and a platform unit is pushed by digest: never on an
+                    // engine (docs/driver-buildx.md).
+                    let engine = engine.filter(|_| !spec.registry_only());
                     match locate(engine, &resolver, &spec.name, rec).await {
                         Located::Engine { .. } => {
                             outputs.insert(spec.name.clone(), id);

@@ -47,9 +47,10 @@ pub(super) fn node_ref(
 
 /// The engine that holds `spec`'s image on `node`: none on a builder that
 /// keeps no image store, and none for a multi-platform target, whose image
-/// is an index in the registry (docs/driver-buildx.md).
+/// is an index in the registry, or a platform unit, pushed by digest
+/// (docs/driver-buildx.md).
 pub(super) fn engine_for<'a>(node: &'a Node, spec: &BuildSpec) -> Option<&'a LocalEngine> {
-    node.engine.as_ref().filter(|_| !spec.multi_platform())
+    node.engine.as_ref().filter(|_| !spec.registry_only())
 }
 
 /// The references dependents on node `k` use: the unique local tag when
@@ -99,12 +100,27 @@ pub(super) fn context_refs(
         }
     }
     // A dependency's own tags, wherever the build names them, resolve to the
-    // image this run built, never to whatever the tag points at.
-    for d in &s.deps {
+    // image this run built, never to whatever the tag points at; a platform
+    // unit's are its target's.
+    // (A join's dependencies are its own units: none of their tags.)
+    for d in s.deps.iter().filter(|_| s.join.is_empty()) {
         if let (Some(r), Some(ds)) = (built.get(d), specs.iter().find(|x| &x.name == d)) {
-            for t in &ds.tags {
+            let tags = match &ds.unit {
+                Some(u) => specs
+                    .iter()
+                    .find(|x| x.name == u.target)
+                    .map_or(&ds.tags, |t| &t.tags),
+                None => &ds.tags,
+            };
+            for t in tags {
                 refs.entry(t.clone()).or_insert_with(|| r.clone());
             }
+        }
+    }
+    // A join is handed its units' images by name.
+    for (_, u) in &s.join {
+        if let Some(r) = built.get(u) {
+            refs.insert(u.clone(), r.clone());
         }
     }
     refs

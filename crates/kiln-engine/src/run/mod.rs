@@ -564,7 +564,7 @@ impl Scheduler {
                 r.cutoff_by = cutoff_by;
                 let remote = pushed.first().map(|(r, d)| by_digest(r, d)).or_else(|| {
                     let d = digest.as_ref()?;
-                    s.tags.first().map(|t| by_digest(t, d))
+                    s.push_repository().map(|r| by_digest(&r, d))
                 });
                 let image = self.produce(i, k, image_id, remote);
                 r.status = TargetStatus::Skipped;

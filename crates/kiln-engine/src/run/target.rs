@@ -344,6 +344,20 @@ async fn skip_on(
     };
     let engine = engine_for(node, spec);
     let located = crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await;
+    // A platform unit and its join live in the target's repository (the
+    // index is made there of the units' manifests): one recorded in another
+    // repository (the tags changed) is built again there, from the layer
+    // cache.
+    if (spec.unit.is_some() || !spec.join.is_empty())
+        && let (Located::Registry(r), Some(repo)) = (&located, spec.push_repository())
+        && kiln_plan::repository_name(r) != repo
+    {
+        warn(format!(
+            "the record for {key} names image {}, pushed as {r}, but this run pushes {} to {repo}; building it there",
+            rec.image_id, spec.name
+        ));
+        return Ok(None);
+    }
     if matches!(located, Located::Registry(_)) && engine.is_some() {
         // A pull takes time: the warm-up's keys are not reused after it.
         sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -939,9 +953,12 @@ pub(super) async fn warm(
         };
         match store_call(&opts.store, move |s| s.get(&key)).await {
             Ok(Lookup::Hit(entry)) => {
-                // The skip checks the unique reference and every tag.
-                refs.push(local_ref(&spec.name, &entry.record.image_id));
-                tags.extend(spec.tags.iter().cloned());
+                // The skip checks the unique reference and every tag (of an
+                // image the engine would hold).
+                if !spec.registry_only() {
+                    refs.push(local_ref(&spec.name, &entry.record.image_id));
+                    tags.extend(spec.tags.iter().cloned());
+                }
                 outputs.insert(spec.name.clone(), entry.record.image_id);
             }
             Ok(_) => {}

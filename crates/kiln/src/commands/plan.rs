@@ -52,6 +52,20 @@ pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
                 })
                 .collect();
             let mut plan = planned.plan.clone();
+            // A target built as platform units (buildx) gets a row per unit,
+            // just before its own row (the join that makes its index).
+            let mut rows = Vec::with_capacity(plan.targets.len());
+            for t in std::mem::take(&mut plan.targets) {
+                let prefix = format!("{}@", t.name);
+                for p in predicted.iter().filter(|p| p.name.starts_with(&prefix)) {
+                    let mut unit = t.clone();
+                    unit.name = p.name.clone();
+                    unit.platforms = vec![p.name[prefix.len()..].to_string()];
+                    rows.push(unit);
+                }
+                rows.push(t);
+            }
+            plan.targets = rows;
             for t in &mut plan.targets {
                 if let Some(p) = predicted.iter().find(|p| p.name == t.name) {
                     t.key = p.key.clone();

@@ -22,6 +22,8 @@ pub struct WhySettings {
     pub bake: BakeSettings,
     pub store: StoreSettings,
     pub format: Format,
+    /// `--driver buildx`: the builder (keys as buildx builds them).
+    pub builder: Option<kiln_engine::driver::buildx::BuilderSpec>,
     pub target: String,
 }
 
@@ -46,6 +48,19 @@ struct Why {
     /// changed there, down to the inputs that are not upstreams (the root
     /// cause).
     causes: Vec<Cause>,
+    /// A target built as platform units (buildx): each unit, what `kiln
+    /// build` would do with it and what changed in it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    units: Vec<UnitWhy>,
+}
+
+/// One platform unit of the target `kiln why` explains.
+#[derive(Debug, Serialize)]
+struct UnitWhy {
+    target: String,
+    action: &'static str,
+    reason: String,
+    changes: Vec<kiln_plan::key::Change>,
 }
 
 /// An upstream whose output changes, traced to its target.
@@ -134,20 +149,40 @@ fn render_causes(t: &mut String, causes: &[Cause], depth: usize) {
 
 pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
     let bake = load(&s.bake)?;
-    let requested = vec![s.target.clone()];
+    // `TARGET@PLATFORM` names a platform unit of TARGET.
+    let base = match s.target.split_once('@') {
+        Some((t, _)) => t.to_string(),
+        None => s.target.clone(),
+    };
+    let requested = vec![base.clone()];
     let planned = build_plan(&bake, &s.bake, &requested)?;
-    if planned.graph.target(&s.target).is_none() {
+    if planned.graph.target(&base).is_none() {
         return Err(CliError::usage(format!(
-            "{} is not a target (kiln why explains one target, not a group)",
-            s.target
+            "{base} is not a target (kiln why explains one target, not a group)"
         )));
     }
-    let all = predictions(&bake, &planned, &s.bake, &s.store, None)?;
+    let all = predictions(&bake, &planned, &s.bake, &s.store, s.builder.as_ref())?;
     let p = all
         .iter()
         .find(|p| p.name == s.target)
         .cloned()
-        .ok_or_else(|| CliError::usage(format!("target {} was not planned", s.target)))?;
+        .ok_or_else(|| match s.target.split_once('@') {
+            Some((t, platform)) => CliError::usage(format!(
+                "{t} has no platform unit {platform}: a target is built as platform units only on a buildx builder that pushes by digest (--driver buildx --builder NAME), one unit per platform it names"
+            )),
+            None => CliError::usage(format!("target {} was not planned", s.target)),
+        })?;
+    let prefix = format!("{}@", s.target);
+    let units: Vec<UnitWhy> = all
+        .iter()
+        .filter(|u| u.name.starts_with(&prefix))
+        .map(|u| UnitWhy {
+            target: u.name.clone(),
+            action: action_name(&u.action),
+            reason: u.reason.clone(),
+            changes: u.changes.clone(),
+        })
+        .collect();
     let mut seen = std::collections::BTreeSet::from([s.target.clone()]);
     let causes = causes(&s.target, &p.changes, &planned, &all, &mut seen);
     let status = match (&p.recorded_key, &p.key) {
@@ -171,6 +206,7 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
         reason: p.reason.clone(),
         changes: p.changes,
         causes,
+        units,
     };
     let text = match s.format {
         Format::Json => {
@@ -209,6 +245,15 @@ pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
                 }
             }
             t.push_str(&format!("would {}: {}\n", why.action, why.reason));
+            for u in &why.units {
+                t.push_str(&format!(
+                    "  unit {}: would {}: {}\n",
+                    u.target, u.action, u.reason
+                ));
+                for c in &u.changes {
+                    t.push_str(&format!("      {c}\n"));
+                }
+            }
             t
         }
     };

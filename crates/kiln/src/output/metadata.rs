@@ -36,6 +36,11 @@ pub async fn document(
     let registry = Registry::new(std::time::Duration::from_secs(20)).ok();
     let mut doc = Map::new();
     for t in &summary.targets {
+        // bake's document names targets only: a platform unit is part of
+        // its target's entry (the index it joins).
+        if specs.iter().any(|s| s.name == t.name && s.unit.is_some()) {
+            continue;
+        }
         let mut m = Map::new();
         let tags: Vec<&str> = specs
             .iter()

@@ -60,6 +60,16 @@ pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
         )));
     }
     let buildx = s.driver == crate::cli::DriverKind::Buildx;
+    // On buildx, each platform of a multi-platform target is a unit of its
+    // own (its key, record, cache ref and node), joined into one index.
+    if buildx {
+        let builders: Vec<String> = match &s.fleet {
+            Some(f) => crate::prepare::fleet::builder_names(f, &s.bake.cwd)?,
+            None => vec![builder_spec(s.builder.as_deref()).name],
+        };
+        let names: Vec<&str> = builders.iter().map(String::as_str).collect();
+        specs = crate::prepare::platforms::split(specs, &names);
+    }
     let (nodes, placement, eligible, fleet_planned) = match &s.fleet {
         Some(f) => {
             let (n, p, e, planned) =

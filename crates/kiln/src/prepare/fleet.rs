@@ -34,6 +34,20 @@ pub fn read_input(cwd: &Path, file: &str, what: &str) -> Result<String, CliError
     })
 }
 
+/// The buildx builders a fleet file names as its nodes' endpoints (an
+/// endpoint that is not an engine address).
+pub fn builder_names(fleet_path: &str, cwd: &Path) -> Result<Vec<String>, CliError> {
+    let fleet =
+        kiln_plan::schedule::Fleet::parse(fleet_path, &read_input(cwd, fleet_path, "fleet")?)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(fleet
+        .nodes
+        .into_iter()
+        .filter(|n| endpoint(&n.endpoint, cwd).is_none())
+        .map(|n| n.endpoint)
+        .collect())
+}
+
 /// Nodes, preferred placement and memory eligibility of a fleet run, and
 /// the schedule planned (for the run report).
 pub type FleetPlan = (
@@ -151,12 +165,21 @@ fn plan_on(
                 .iter()
                 .filter_map(|d| index.get(d.as_str()).copied())
                 .collect(),
-            cost: {
-                let (c, source) = crate::costs::cost_of(&sp.name, costs, &learned);
+            cost: if sp.join.is_empty() {
+                // A platform unit costs what its target costs per platform.
+                let of = sp.unit.as_ref().map_or(&sp.name, |u| &u.target);
+                let (c, source) = crate::costs::cost_as(&sp.name, of, costs, &learned);
                 if source == crate::costs::Source::Default && !published.contains(&sp.name) {
                     guessed.insert(sp.name.clone());
                 }
                 c
+            } else {
+                // A join builds nothing and moves only manifests.
+                kiln_plan::schedule::Cost {
+                    work_s: 0.0,
+                    output_mb: 0.0,
+                    min_memory_gb: 0.0,
+                }
             },
             published: published.contains(&sp.name),
             // A target of one platform goes to a node that builds it

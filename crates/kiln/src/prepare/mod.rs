@@ -9,6 +9,8 @@
 //! - [`spec`]: bake targets → engine `BuildSpec`s (`spec_for`, `specs_for`,
 //!   `missing_dockerfile`) and the cache policy per driver (`cache_policy`,
 //!   `apply_local_cache`, `apply_buildx_cache`);
+//! - [`platforms`]: multi-platform targets split into platform units and
+//!   a join on buildx (`split`);
 //! - [`engine`]: the record store and stat cache (`open_store`), the async
 //!   runtime (`runtime`), the engine endpoint or buildx builder (`endpoint`,
 //!   `builder_spec`), registry probes (`probe_refs`) and engine errors as CLI
@@ -38,6 +40,7 @@ pub mod engine;
 pub mod fleet;
 pub mod names;
 pub mod plan;
+pub mod platforms;
 pub mod preflight;
 pub mod spec;
 pub mod stamps;

@@ -195,6 +195,11 @@ pub fn predictions(
             Err(e) => unbuildable.push((t.name.clone(), e.message)),
         }
     }
+    // On buildx, as `kiln build` splits them: a multi-platform target's
+    // platforms are units of their own, joined into its index.
+    if let Some(b) = builder {
+        specs = crate::prepare::platforms::split(specs, &[b.name.as_str()]);
+    }
     let (store, cache) = open_store(st)?;
     let rt = runtime()?;
     // A buildx builder decides where the images are: its engine, or the

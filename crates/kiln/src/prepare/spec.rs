@@ -61,10 +61,21 @@ pub fn apply_buildx_cache(
     planned: &Planned,
     settings: &kiln_plan::cache::CacheSettings,
 ) {
-    let Some(t) = planned.targets.get(&spec.name) else {
+    // A join builds nothing; a platform unit has its own ref, of its
+    // target and its one platform.
+    if !spec.join.is_empty() {
+        spec.buildx_cache = None;
+        return;
+    }
+    let name = spec.unit.as_ref().map_or(&spec.name, |u| &u.target);
+    let Some(t) = planned.targets.get(name) else {
         return;
     };
-    spec.buildx_cache = cache_policy(t, settings, kiln_plan::cache::Driver::Buildx, spec.push)
+    let mut t = t.clone();
+    if let Some(u) = &spec.unit {
+        t.platforms = Some(vec![u.platform.clone()]);
+    }
+    spec.buildx_cache = cache_policy(&t, settings, kiln_plan::cache::Driver::Buildx, spec.push)
         .into_iter()
         .next();
 }
@@ -186,6 +197,8 @@ pub fn spec_for(
         inline_cache: false,
         buildx_cache: None,
         key_view: planned.key_views.get(name).cloned(),
+        unit: None,
+        join: Vec::new(),
     })
 }
 

@@ -171,6 +171,40 @@ pub struct TargetInfo {
     /// learned cost on its node, at most `last_build_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saved_s: Option<f64>,
+    /// A platform unit (`app@linux/arm64`): the target it is a platform
+    /// of, listed just before its units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_of: Option<String>,
+}
+
+/// The targets with each platform unit moved after the target it is a
+/// platform of (a run lists units first: they build before their index),
+/// and marked as such, so that a target's platforms are shown under it.
+pub fn group_units(targets: Vec<TargetInfo>) -> Vec<TargetInfo> {
+    let names: std::collections::HashSet<String> = targets.iter().map(|t| t.name.clone()).collect();
+    let of = |t: &TargetInfo| -> Option<String> {
+        let (base, _) = t.name.split_once('@')?;
+        names.contains(base).then(|| base.to_string())
+    };
+    let mut units: BTreeMap<String, Vec<TargetInfo>> = BTreeMap::new();
+    let mut rest = Vec::with_capacity(targets.len());
+    for mut t in targets {
+        match of(&t) {
+            Some(base) => {
+                t.unit_of = Some(base.clone());
+                units.entry(base).or_default().push(t);
+            }
+            None => rest.push(t),
+        }
+    }
+    let mut out = Vec::with_capacity(rest.len());
+    for t in rest {
+        let mine = units.remove(&t.name).unwrap_or_default();
+        out.push(t);
+        out.extend(mine);
+    }
+    out.extend(units.into_values().flatten());
+    out
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
@@ -301,6 +335,7 @@ pub fn build(summary: &kiln_engine::RunSummary, cx: &Context<'_>) -> RunReport {
         totals.steps_cached += t.steps.cached;
     }
     totals.saved_s = (totals.saved_s * 10.0).round() / 10.0;
+    let targets = group_units(targets);
     let finished_at = add_seconds(&summary.started_at, summary.wall_s);
     let mut report = RunReport {
         format: FORMAT.into(),
@@ -473,6 +508,7 @@ fn target_info(t: &kiln_engine::TargetResult, cx: &Context<'_>) -> TargetInfo {
         driver: (t.status != kiln_engine::TargetStatus::Blocked).then(|| t.driver.clone()),
         last_build_s,
         saved_s,
+        unit_of: None,
     }
 }
 

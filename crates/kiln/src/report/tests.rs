@@ -33,6 +33,7 @@ fn target(name: &str, deps: &[&str], start: Option<f64>, end: Option<f64>) -> Ta
         driver: None,
         last_build_s: None,
         saved_s: None,
+        unit_of: None,
     }
 }
 
@@ -702,4 +703,33 @@ fn the_junit_file_parses_and_says_what_the_run_did() {
         .find(|n| n.has_tag_name("skipped"))
         .unwrap();
     assert_eq!(skipped.attribute("message"), Some("up to date"));
+}
+
+/// A target's platform units are listed just after it and marked as its,
+/// whatever order the run finished them in; a name with `@` that is no
+/// target's unit stays where it was.
+#[test]
+fn platform_units_are_grouped_under_their_target() {
+    let t = |n: &str| target(n, &[], Some(0.0), Some(1.0));
+    let out = group_units(vec![
+        t("base@linux/amd64"),
+        t("base@linux/arm64"),
+        t("base"),
+        t("other"),
+        t("lone@linux/arm64"),
+    ]);
+    let names: Vec<(&str, Option<&str>)> = out
+        .iter()
+        .map(|x| (x.name.as_str(), x.unit_of.as_deref()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("base", None),
+            ("base@linux/amd64", Some("base")),
+            ("base@linux/arm64", Some("base")),
+            ("other", None),
+            ("lone@linux/arm64", None),
+        ]
+    );
 }

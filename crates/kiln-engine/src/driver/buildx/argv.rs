@@ -60,8 +60,7 @@ impl Default for BuildxOptions {
 /// `rewrite-timestamp` with `unpack` (moby/buildkit#4230).
 pub fn rewrite_applies(spec: &BuildSpec, keeps_images: bool) -> bool {
     !keeps_images
-        && spec.push
-        && !spec.tags.is_empty()
+        && spec.pushes()
         && spec
             .args
             .get("SOURCE_DATE_EPOCH")
@@ -191,7 +190,19 @@ pub fn command(
         a.push("--cache-to".into());
         a.push(e.csv());
     }
-    if spec.push && !spec.tags.is_empty() {
+    if let (true, Some(u)) = (spec.push, &spec.unit) {
+        // A platform unit: pushed by digest into its target's repository,
+        // no tag (its target's join puts the index under the tags).
+        let mut out = format!(
+            "type=image,name={},push-by-digest=true,name-canonical=true,push=true",
+            u.repository
+        );
+        if opts.rewrite_timestamp {
+            out.push_str(",rewrite-timestamp=true");
+        }
+        a.push("--output".into());
+        a.push(out);
+    } else if spec.push && !spec.tags.is_empty() {
         if opts.rewrite_timestamp {
             // `--push` is `--output type=registry`; the tags name it.
             a.push("--output".into());
@@ -412,6 +423,64 @@ mod tests {
         assert!(line.ends_with("--push ."), "{line}");
         let text = render(&argv);
         assert!(text.contains(" \\\n  --cache-to "), "{text}");
+    }
+
+    /// A platform unit is pushed by digest into its target's repository,
+    /// with no tag, for its one platform.
+    #[test]
+    fn a_platform_unit_pushes_by_digest_without_a_tag() {
+        let mut s = spec();
+        s.name = "app@linux/arm64".into();
+        s.tags.clear();
+        s.platforms = vec!["linux/arm64".into()];
+        s.push = true;
+        s.unit = Some(crate::spec::Unit {
+            target: "app".into(),
+            platform: "linux/arm64".into(),
+            repository: "reg:5000/app".into(),
+        });
+        assert!(s.pushes() && s.registry_only());
+        let opts = BuildxOptions {
+            builder: "b".into(),
+            ..BuildxOptions::default()
+        };
+        let line = command(
+            &s,
+            &no_cache_policy(),
+            &BTreeMap::new(),
+            &opts,
+            Path::new("/w"),
+        )
+        .join(" ");
+        assert!(line.contains("--platform linux/arm64"), "{line}");
+        assert!(
+            !line.contains("--tag") && !line.contains("--push"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(
+                "--output type=image,name=reg:5000/app,push-by-digest=true,name-canonical=true,push=true ."
+            ),
+            "{line}"
+        );
+        s.args.insert("SOURCE_DATE_EPOCH".into(), "0".into());
+        assert!(rewrite_applies(&s, false));
+        let opts = BuildxOptions {
+            rewrite_timestamp: true,
+            ..opts
+        };
+        let line = command(
+            &s,
+            &no_cache_policy(),
+            &BTreeMap::new(),
+            &opts,
+            Path::new("/w"),
+        )
+        .join(" ");
+        assert!(
+            line.contains("push=true,rewrite-timestamp=true ."),
+            "{line}"
+        );
     }
 
     #[test]

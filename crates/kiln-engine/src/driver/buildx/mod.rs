@@ -25,7 +25,7 @@ mod remembered;
 
 pub use argv::{BuildxOptions, command, render, rewrite_applies};
 pub use discover::{BuilderFacts, BuilderSpec, Inspected, Version};
-pub use remembered::native_platforms;
+pub use remembered::{native_platforms, pushes_by_digest};
 
 use crate::driver::{BuildOutcome, BuildRequest, Failed};
 use crate::error::EngineError;
@@ -334,6 +334,10 @@ impl BuildxDriver {
 
     async fn build_target(&self, req: BuildRequest<'_>) -> BuildOutcome {
         let spec = req.spec;
+        // A join builds nothing: its units' images become one index.
+        if !spec.join.is_empty() {
+            return self.join(req).await;
+        }
         self.confirm().await?;
         let version = self.version().await?;
         let dir = crate::proc::TempDir::new(&spec.name)?;
@@ -350,7 +354,7 @@ impl BuildxDriver {
             Some(n) => vec![crate::jobs::write_secret(tmp, n)?],
             None => Vec::new(),
         };
-        let pushes = spec.push && !spec.tags.is_empty();
+        let pushes = spec.pushes();
         if self.engine.is_none() && !pushes {
             return Err(EngineError::Input(registry_only_needs_push(
                 &self.builder.name,
@@ -362,10 +366,10 @@ impl BuildxDriver {
         // engine; pushed: by its first tag (a kiln.local/ tag cannot be
         // pushed).
         let build_tag = crate::naming::build_tag(spec, req.run_id);
-        let local = if pushes {
-            spec.tags[0].clone()
-        } else {
-            build_tag.clone()
+        let local = match (pushes, spec.tags.first()) {
+            (true, Some(t)) => t.clone(),
+            (true, None) => spec.push_repository().unwrap_or_default(),
+            (false, _) => build_tag.clone(),
         };
         let policy = spec.buildx_cache.clone().unwrap_or_else(no_cache_policy);
         let opts = BuildxOptions {
@@ -477,7 +481,7 @@ impl BuildxDriver {
         match &self.engine {
             // A multi-platform image is an index, identified in the
             // registry whatever the builder keeps.
-            Some(engine) if !spec.multi_platform() => {
+            Some(engine) if !spec.registry_only() => {
                 crate::driver::engine::finish(
                     engine,
                     spec,
@@ -507,7 +511,7 @@ impl BuildxDriver {
         digest: &str,
         reporter: &dyn crate::events::Reporter,
     ) -> BuildOutcome {
-        let at = format!("{}@{digest}", kiln_plan::repository_name(&spec.tags[0]));
+        let at = format!("{}@{digest}", spec.push_repository().unwrap_or_default());
         let platforms = if spec.platforms.is_empty() {
             vec![self.native_platform()]
         } else {
@@ -535,14 +539,80 @@ impl BuildxDriver {
             [one] => one.clone(),
             _ => crate::identity::composite(&ids),
         };
+        // A platform unit has no tag: it is pushed as its repository at
+        // the digest.
+        let names = match &spec.unit {
+            Some(u) => vec![u.repository.clone()],
+            None => spec.tags.clone(),
+        };
         let mut pushed = Vec::new();
-        for t in &spec.tags {
+        for t in names {
             reporter.event(&crate::events::Event::Pushed {
                 target: spec.name.clone(),
                 reference: t.clone(),
                 digest: digest.to_string(),
             });
-            pushed.push((t.clone(), digest.to_string()));
+            pushed.push((t, digest.to_string()));
+        }
+        Ok(Ok((built, pushed)))
+    }
+
+    /// The image index of a multi-platform target built as platform units
+    /// (`spec.join`): its units' pushed images, handed over by digest, made
+    /// into one index in the registry and put under every tag; its identity
+    /// combines theirs, as a one-solve build of all platforms would.
+    async fn join(&self, req: BuildRequest<'_>) -> BuildOutcome {
+        let spec = req.spec;
+        let mut units = Vec::new();
+        let mut ids = Vec::new();
+        for (platform, unit) in &spec.join {
+            let Some(at) = req.hand_over.get(unit) else {
+                return Err(EngineError::Build(format!(
+                    "target {}: its platform unit {unit} was not handed over by digest",
+                    spec.name
+                )));
+            };
+            match self.registry.identity(at, platform).await {
+                Ok(Some(id)) => ids.push(id),
+                Ok(None) => {
+                    return Err(EngineError::Build(format!(
+                        "target {}: the registry holds no {platform} image config at {at} ({unit})",
+                        spec.name
+                    )));
+                }
+                Err(e) => {
+                    return Err(EngineError::Build(format!(
+                        "target {}: reading {at} ({unit}) failed ({e})",
+                        spec.name
+                    )));
+                }
+            }
+            units.push((platform.clone(), at.clone()));
+        }
+        let digest = self
+            .registry
+            .join_index(&units, &spec.tags)
+            .await
+            .map_err(|e| {
+                EngineError::Build(format!(
+                    "target {}: making the image index of its platforms failed ({e})",
+                    spec.name
+                ))
+            })?;
+        let built = crate::driver::Built {
+            image_id: crate::identity::composite(&ids),
+            steps: Default::default(),
+            cache: Vec::new(),
+            retries: Vec::new(),
+        };
+        let mut pushed = Vec::new();
+        for t in &spec.tags {
+            req.reporter.event(&crate::events::Event::Pushed {
+                target: spec.name.clone(),
+                reference: t.clone(),
+                digest: digest.clone(),
+            });
+            pushed.push((t.clone(), digest.clone()));
         }
         Ok(Ok((built, pushed)))
     }
@@ -591,7 +661,8 @@ impl crate::driver::Driver for BuildxDriver {
 
     fn check(&self, specs: &[BuildSpec]) -> Result<(), EngineError> {
         for s in specs {
-            if s.multi_platform() {
+            // A join builds nothing on the builder.
+            if s.multi_platform() && s.join.is_empty() {
                 self.check_multi_platform(s)?;
             }
             if self.engine.is_none() && s.load {
@@ -600,7 +671,7 @@ impl crate::driver::Driver for BuildxDriver {
                     s.name, self.builder.name, self.inspected.driver
                 )));
             }
-            if self.engine.is_none() && (!s.push || s.tags.is_empty()) {
+            if self.engine.is_none() && !s.pushes() {
                 return Err(EngineError::Input(registry_only_needs_push(
                     &self.builder.name,
                     &self.inspected.driver,

@@ -69,6 +69,15 @@ pub fn native_platforms(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether builder `name` can push an image by digest, which building a
+/// multi-platform target as platform units needs: a builder of buildx's
+/// instance store whose driver is not `docker` (buildx's docker driver has
+/// no push-by-digest). A docker context, or a builder kiln cannot read,
+/// is taken as one that cannot.
+pub fn pushes_by_digest(name: &str) -> bool {
+    defined(name).is_some_and(|d| !d.inspected.keeps_images())
+}
+
 fn parse_instance(name: &str, bytes: &[u8]) -> Option<Defined> {
     let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     if v.get("Name")?.as_str()? != name {
