@@ -1705,6 +1705,11 @@ target "both" {{
   platforms = ["linux/amd64", "linux/arm64"]
   tags = ["{reg}/kiln-e2e/plat-{salt}/both:1"]
 }}
+target "odd" {{
+  dockerfile = "Dockerfile.odd"
+  platforms = ["linux/riscv64"]
+  tags = ["{reg}/kiln-e2e/plat-{salt}/odd:1"]
+}}
 "#
     );
     let dir = workspace(&[
@@ -1716,6 +1721,7 @@ target "both" {{
         ),
         ("only-amd64.txt", "amd64\n"),
         ("only-arm64.txt", "arm64\n"),
+        ("Dockerfile.odd", "FROM scratch\nCOPY only-amd64.txt /\n"),
     ]);
     // The nodes' platforms, from their builders' definitions.
     let o = kiln_bx(
@@ -1844,6 +1850,31 @@ target "both" {{
     assert_eq!(
         platforms.keys().map(String::as_str).collect::<Vec<_>>(),
         ["linux/amd64", "linux/arm64"]
+    );
+    // A platform no node builds natively: built under emulation, said.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &[
+            "build",
+            "--driver",
+            "buildx",
+            "--fleet",
+            "fleet.toml",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "odd",
+        ],
+        &[],
+    );
+    ok(&o);
+    assert!(
+        stderr_of(&o).contains("note: odd goes to node amd under emulation: no node of the fleet builds linux/riscv64 natively"),
+        "{}",
+        stderr_of(&o)
     );
     drop((amd, arm));
     let _ = std::fs::remove_dir_all(&dir);

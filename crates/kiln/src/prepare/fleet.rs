@@ -115,6 +115,18 @@ pub fn fleet_plan(
         history,
         &Default::default(),
     )?;
+    // Said before anything builds: a platform no node builds natively.
+    for a in &plan.assignments {
+        if problem.emulates(a.job, a.node)
+            && let Some(p) = &problem.jobs()[a.job].platform
+        {
+            eprintln!(
+                "note: {} goes to node {} under emulation: no node of the fleet builds {p} natively (state a node's platforms in the fleet file, or add a {p} node)",
+                specs[a.job].name,
+                problem.nodes()[a.node].name
+            );
+        }
+    }
     let placement = plan
         .assignments
         .iter()
