@@ -961,6 +961,23 @@ fn registry_json(host: &str, path: &str) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// A project with `bake` and the files of its two-platform targets: `files`
+/// copies `src/${TARGETARCH}.txt` (each platform reads its own), `both`
+/// is `FROM files` plus `extra.txt`.
+fn two_platforms(bake: &str, salt: &str) -> PathBuf {
+    workspace(&[
+        ("docker-bake.hcl", bake),
+        (
+            "Dockerfile.files",
+            "FROM scratch\nARG TARGETARCH\nCOPY src/${TARGETARCH}.txt /arch.txt\n",
+        ),
+        ("Dockerfile.both", "FROM files\nCOPY extra.txt /extra.txt\n"),
+        ("src/amd64.txt", &format!("amd64 {salt}\n")),
+        ("src/arm64.txt", &format!("arm64 {salt}\n")),
+        ("extra.txt", "extra\n"),
+    ])
+}
+
 /// The identity of the multi-platform image `repo@digest`, computed here
 /// from the registry's own index and config blobs: one identity per
 /// platform manifest (attestations left out), combined.
@@ -1006,19 +1023,10 @@ fn a_multi_platform_target_is_one_index_keyed_and_skipped_by_all_its_platforms()
     let Some((config, docker_builder)) = buildx_env() else {
         return;
     };
-    for builder in [docker_builder] {
+    {
+        let builder = docker_builder;
         let salt = unique("");
-        let dir = workspace(&[
-            ("docker-bake.hcl", MULTI_BAKE),
-            (
-                "Dockerfile.files",
-                "FROM scratch\nARG TARGETARCH\nCOPY src/${TARGETARCH}.txt /arch.txt\n",
-            ),
-            ("Dockerfile.both", "FROM files\nCOPY extra.txt /extra.txt\n"),
-            ("src/amd64.txt", &format!("amd64 {salt}\n")),
-            ("src/arm64.txt", &format!("arm64 {salt}\n")),
-            ("extra.txt", "extra\n"),
-        ]);
+        let dir = two_platforms(MULTI_BAKE, &salt);
         let bx = Bx {
             dir: &dir,
             host: &host,
@@ -1178,17 +1186,7 @@ fn a_multi_platform_target_is_built_as_platform_units_joined_into_one_index() {
         return;
     };
     let salt = unique("");
-    let dir = workspace(&[
-        ("docker-bake.hcl", UNITS_BAKE),
-        (
-            "Dockerfile.files",
-            "FROM scratch\nARG TARGETARCH\nCOPY src/${TARGETARCH}.txt /arch.txt\n",
-        ),
-        ("Dockerfile.both", "FROM files\nCOPY extra.txt /extra.txt\n"),
-        ("src/amd64.txt", &format!("amd64 {salt}\n")),
-        ("src/arm64.txt", &format!("arm64 {salt}\n")),
-        ("extra.txt", "extra\n"),
-    ]);
+    let dir = two_platforms(UNITS_BAKE, &salt);
     let bx = Bx {
         dir: &dir,
         host: &host,

@@ -519,21 +519,7 @@ impl BuildxDriver {
         };
         let mut ids = Vec::new();
         for platform in &platforms {
-            match self.registry.identity(&at, platform).await {
-                Ok(Some(id)) => ids.push(id),
-                Ok(None) => {
-                    return Err(EngineError::Build(format!(
-                        "target {}: buildx pushed {at}, but the registry holds no {platform} image config there to identify it by",
-                        spec.name
-                    )));
-                }
-                Err(e) => {
-                    return Err(EngineError::Build(format!(
-                        "target {}: buildx pushed {at}, but reading it back failed ({e})",
-                        spec.name
-                    )));
-                }
-            }
+            ids.push(self.identify(spec, &at, platform, "").await?);
         }
         built.image_id = match ids.as_slice() {
             [one] => one.clone(),
@@ -557,6 +543,29 @@ impl BuildxDriver {
         Ok(Ok((built, pushed)))
     }
 
+    /// The identity of the `platform` image pushed as `at` (`repo@digest`)
+    /// for `spec`, read from its config blob in the registry; `what` adds to
+    /// messages what `at` is.
+    async fn identify(
+        &self,
+        spec: &BuildSpec,
+        at: &str,
+        platform: &str,
+        what: &str,
+    ) -> Result<String, EngineError> {
+        match self.registry.identity(at, platform).await {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(EngineError::Build(format!(
+                "target {}: the registry holds no {platform} image config at {at}{what} to identify it by",
+                spec.name
+            ))),
+            Err(e) => Err(EngineError::Build(format!(
+                "target {}: reading {at}{what} back from the registry failed ({e})",
+                spec.name
+            ))),
+        }
+    }
+
     /// The image index of a multi-platform target built as platform units
     /// (`spec.join`): its units' pushed images, handed over by digest, made
     /// into one index in the registry and put under every tag; its identity
@@ -572,21 +581,10 @@ impl BuildxDriver {
                     spec.name
                 )));
             };
-            match self.registry.identity(at, platform).await {
-                Ok(Some(id)) => ids.push(id),
-                Ok(None) => {
-                    return Err(EngineError::Build(format!(
-                        "target {}: the registry holds no {platform} image config at {at} ({unit})",
-                        spec.name
-                    )));
-                }
-                Err(e) => {
-                    return Err(EngineError::Build(format!(
-                        "target {}: reading {at} ({unit}) failed ({e})",
-                        spec.name
-                    )));
-                }
-            }
+            ids.push(
+                self.identify(spec, at, platform, &format!(" ({unit})"))
+                    .await?,
+            );
             units.push((platform.clone(), at.clone()));
         }
         let digest = self
