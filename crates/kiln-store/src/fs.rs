@@ -191,6 +191,7 @@ mod tests {
             steps_cached: 1,
             inputs_digest: digest(&payload_bytes(inputs)),
             check: None,
+            signature: None,
         }
     }
 

@@ -31,6 +31,7 @@ pub mod objects;
 mod oci;
 pub mod registry_io;
 mod s3;
+pub mod trust;
 mod webdav;
 mod worker;
 
@@ -76,6 +77,18 @@ pub struct Record {
     /// it existed have none and are read as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
+    /// Who signed the record, and the signature ([`trust`]): absent in a
+    /// record written without a signing key. `check` covers it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<RecordSignature>,
+}
+
+/// A record's signature: the signer's key name and the ed25519 signature
+/// (base64) over the record without `check` and `signature` ([`trust`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordSignature {
+    pub signer: String,
+    pub ed25519: String,
 }
 
 /// The seal of a record document: `blake3` of its compact JSON without
@@ -140,6 +153,10 @@ pub enum Lookup {
     /// Something was there but failed verification: treat as a miss and
     /// say why (the next successful build repairs it with `force`).
     Corrupt(String),
+    /// A sound record the run does not trust ([`trust`]: unsigned, signed
+    /// by a key it does not trust, or not matching its signature): a miss
+    /// that says why; the rebuild's record replaces it.
+    Untrusted(String),
 }
 
 /// What a put did.
@@ -419,6 +436,7 @@ mod tests {
             steps_cached: 1,
             inputs_digest: "blake3:22".into(),
             check: None,
+            signature: None,
         }
     }
 

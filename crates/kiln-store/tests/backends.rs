@@ -9,6 +9,9 @@
 //! missing is skipped with a note, unless `KILN_E2E=1` (CI), which makes
 //! that a failure. Each run uses namespaces nobody else uses.
 //!
+//! Signed records (docs/trust.md) are checked on every back end too: a
+//! record changed in the store and sealed again is not trusted.
+//!
 //! For every case: no false hit (a lookup is a hit only with the record
 //! that was written), no torn record, no acknowledged record lost, and
 //! errors that name the store.
@@ -278,7 +281,8 @@ fn damage(b: &Backend, c: &mut Cases) {
     let not_false = |l: &Result<Lookup, StoreError>| match l {
         Ok(Lookup::Hit(_)) => found(l.as_ref().unwrap()) == Some(r.clone()),
         Ok(Lookup::Corrupt(_)) | Ok(Lookup::Miss) => true,
-        Err(_) => false,
+        // A plain store never judges trust.
+        Ok(Lookup::Untrusted(_)) | Err(_) => false,
     };
     // A miss for bytes served in place of a blob: where blobs are named by
     // their digest, because of the digest.
@@ -585,6 +589,88 @@ fn claims(b: &Backend, c: &mut Cases) {
     }
 }
 
+/// Signed records on this back end (docs/trust.md): a record signed with
+/// the run's key is a hit for a run that trusts that key, and a miss that
+/// says why for one trusting another key or reading an unsigned record; a
+/// record whose image is changed in the store and whose seal is computed
+/// again — what anyone with write access can do — still passes the seal,
+/// but its signature does not match.
+fn trust(b: &Backend, c: &mut Cases) {
+    use kiln_store::trust::{SigningKey, TrustedKey, Trusting};
+    let main = std::sync::Arc::new(SigningKey::generate("main").unwrap());
+    let other = SigningKey::generate("pr-jobs").unwrap();
+    let trusting = |keys: &[&SigningKey]| {
+        Trusting::new(
+            b.store.clone(),
+            None,
+            keys.iter()
+                .map(|k| TrustedKey::parse(&k.public()).unwrap())
+                .collect(),
+        )
+    };
+    let writer = Trusting::new(b.store.clone(), Some(main.clone()), Vec::new());
+    let inputs = json!({"trust": b.name});
+    let (signed, unsigned) = (key(9001), key(9002));
+    writer
+        .put(
+            &record(&signed, "app", "sha256:good", &inputs),
+            &inputs,
+            false,
+        )
+        .unwrap();
+    b.store
+        .put(
+            &record(&unsigned, "app", "sha256:plain", &inputs),
+            &inputs,
+            false,
+        )
+        .unwrap();
+    use kiln_store::RecordStore as _;
+    let got = trusting(&[&main]).get(&signed).unwrap();
+    c.check(
+        "a record signed by a trusted key is a hit",
+        matches!(&got, Lookup::Hit(e) if e.record.signature.as_ref().is_some_and(|s| s.signer == "main")),
+        || format!("{got:?}"),
+    );
+    let got = trusting(&[&other]).get(&signed).unwrap();
+    c.check(
+        "a record signed by a key not trusted is untrusted",
+        matches!(&got, Lookup::Untrusted(w) if w.contains("signed by main, which is not trusted")),
+        || format!("{got:?}"),
+    );
+    let got = trusting(&[&main]).get(&unsigned).unwrap();
+    c.check(
+        "an unsigned record is untrusted where keys are trusted",
+        matches!(&got, Lookup::Untrusted(w) if w.contains("is not signed")),
+        || format!("{got:?}"),
+    );
+    let got = b.store.get(&unsigned).unwrap();
+    c.check(
+        "without trusted keys every record counts",
+        matches!(got, Lookup::Hit(_)),
+        || format!("{got:?}"),
+    );
+    let Some(d) = &b.damage else {
+        return;
+    };
+    let mut doc: serde_json::Value = serde_json::from_slice(&d.record(&signed)).unwrap();
+    doc["image_id"] = json!("sha256:evil");
+    doc["check"] = json!(kiln_store::seal_of(&doc));
+    d.record_becomes(&signed, &serde_json::to_vec(&doc).unwrap(), How::Stored);
+    let got = b.store.get(&signed).unwrap();
+    c.check(
+        "a record changed and sealed again passes the seal",
+        matches!(&got, Lookup::Hit(e) if e.record.image_id == "sha256:evil"),
+        || format!("{got:?}"),
+    );
+    let got = trusting(&[&main]).get(&signed).unwrap();
+    c.check(
+        "a record changed after it was signed is untrusted",
+        matches!(&got, Lookup::Untrusted(w) if w.contains("does not match")),
+        || format!("{got:?}"),
+    );
+}
+
 #[test]
 fn every_back_end_keeps_the_protocol_under_damage() {
     let mut backends = vec![fs_backend()];
@@ -604,6 +690,7 @@ fn every_back_end_keeps_the_protocol_under_damage() {
                     protocol(b, &mut c);
                     damage(b, &mut c);
                     claims(b, &mut c);
+                    trust(b, &mut c);
                     c
                 })
             })

@@ -190,6 +190,7 @@ fn record(key: &str, target: &str, inputs: &serde_json::Value) -> Record {
         steps_cached: 1,
         inputs_digest: digest(&payload_bytes(inputs)),
         check: None,
+        signature: None,
     }
 }
 

@@ -50,6 +50,31 @@ pub enum Command {
     /// Print the shell completion script for bash, zsh, fish, elvish or
     /// PowerShell (e.g. `kiln completions bash > /etc/bash_completion.d/kiln`).
     Completions(CompletionsArgs),
+    /// Keys that sign records, so that only trusted writers make kiln skip
+    /// a build (docs/trust.md).
+    Keys(KeysArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysArgs {
+    #[command(subcommand)]
+    pub command: KeysCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Make a new ed25519 signing key: write its secret file (readable by
+    /// you only, never replaced) and print its public key as NAME:BASE64,
+    /// what runs that trust it take with --trusted-key.
+    Generate {
+        /// The key's name (letters, digits, `-`, `_`, `.`): records it signs
+        /// name it as their signer.
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// Where to write the secret key (default: NAME.key).
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -268,6 +293,30 @@ pub struct StoreArgs {
     /// (default: .kiln/store in the current directory).
     #[arg(long, value_name = "LOCATION", env = "KILN_STORE")]
     pub store: Option<String>,
+    /// A record store read after --store, never written (repeatable, or
+    /// comma-separated in KILN_READ_STORES): a pull request's job reads
+    /// the main branch's records and writes only its own store.
+    #[arg(
+        long = "read-store",
+        value_name = "LOCATION",
+        env = "KILN_READ_STORES",
+        value_delimiter = ','
+    )]
+    pub read_stores: Vec<String>,
+    /// The key this run signs its records with: the file `kiln keys
+    /// generate` wrote (docs/trust.md).
+    #[arg(long, value_name = "FILE", env = "KILN_SIGNING_KEY")]
+    pub signing_key: Option<std::path::PathBuf>,
+    /// A public key NAME:BASE64 whose signed records count as built
+    /// (repeatable, or comma-separated in KILN_TRUSTED_KEYS). With none,
+    /// every writer of the store is trusted.
+    #[arg(
+        long = "trusted-key",
+        value_name = "NAME:KEY",
+        env = "KILN_TRUSTED_KEYS",
+        value_delimiter = ','
+    )]
+    pub trusted_keys: Vec<String>,
 }
 
 /// Inputs shared by every command that reads bake files.

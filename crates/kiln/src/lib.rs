@@ -82,6 +82,11 @@ fn dispatch(cli: Cli, out: &mut dyn std::io::Write) -> Result<(), CliError> {
             commands::plan::run(s, out)
         }
         Command::Build(a) => build(*a, out),
+        Command::Keys(a) => match a.command {
+            cli::KeysCommand::Generate { name, out: file } => {
+                commands::keys::generate(&name, file.as_deref(), out)
+            }
+        },
         Command::Why(a) => {
             let bake = BakeSettings::resolve(&a.bake)?;
             let store = StoreSettings::resolve(&a.store, &bake.cwd, &bake.project_dir());

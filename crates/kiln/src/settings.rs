@@ -4,7 +4,7 @@
 //! it only says where each is.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::cli::{BakeArgs, CacheArgs, StoreArgs};
 use crate::error::CliError;
@@ -155,6 +155,12 @@ pub struct StoreSettings {
     pub stat_cache: PathBuf,
     /// The build history costs are learned from.
     pub history: PathBuf,
+    /// Stores read after `store`, never written (`--read-store`).
+    pub read_stores: Vec<String>,
+    /// The key records are signed with (`--signing-key`).
+    pub signing_key: Option<PathBuf>,
+    /// Public keys whose signed records count (`--trusted-key`).
+    pub trusted_keys: Vec<String>,
 }
 
 impl StoreSettings {
@@ -179,6 +185,28 @@ impl StoreSettings {
             project: project.to_path_buf(),
             stat_cache: project.join(".kiln/stat-cache.json"),
             history: project.join(kiln_store::history::DEFAULT_LOCATION),
+            // A directory given on the command line is taken from where
+            // kiln runs, as --store's is.
+            read_stores: args
+                .read_stores
+                .iter()
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| match s.contains("://") || Path::new(s).is_absolute() {
+                    true => s.clone(),
+                    false => cwd.join(s).display().to_string(),
+                })
+                .collect(),
+            signing_key: args
+                .signing_key
+                .clone()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|p| cwd.join(p)),
+            trusted_keys: args
+                .trusted_keys
+                .iter()
+                .filter(|s| !s.trim().is_empty())
+                .cloned()
+                .collect(),
         }
     }
 }

@@ -4587,3 +4587,177 @@ target "two" {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Who may make kiln skip a build (docs/trust.md), on the real engine: a
+/// store written by a run signing with key `keyb`; a run trusting only
+/// `keya` rebuilds every target and says why, and its own records (signed
+/// with `keya`) are trusted on its next run. A pull request's run reads
+/// main's store (`--read-store`), skips what main recorded, and writes
+/// only its own store; main's next run never sees the pull request's
+/// record. The secret keys appear in no output and no file kiln wrote.
+#[test]
+fn records_signed_by_an_untrusted_key_are_rebuilt_and_read_stores_are_read_only() {
+    let Some((host, _)) = engine() else { return };
+    let salt = unique("");
+    let dir = workspace(&[
+        (
+            "docker-bake.hcl",
+            "target \"a\" {\n  dockerfile = \"Dockerfile.a\"\n}\ntarget \"b\" {\n  dockerfile = \"Dockerfile.b\"\n}\ngroup \"default\" { targets = [\"a\", \"b\"] }\n",
+        ),
+        ("Dockerfile.a", "FROM scratch\nCOPY a.txt /\n"),
+        ("Dockerfile.b", "FROM scratch\nCOPY b.txt /\n"),
+        ("a.txt", &format!("a {salt}\n")),
+        ("b.txt", &format!("b {salt}\n")),
+    ]);
+    let run = |args: &[&str]| {
+        let o = kiln(&dir, &host, args, &[]);
+        assert!(o.status.success(), "{args:?}: {}", failure(&o));
+        o
+    };
+    let public = |name: &str| {
+        let o = run(&["keys", "generate", name]);
+        let p = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        assert!(p.starts_with(&format!("{name}:")), "{p}");
+        p
+    };
+    let (a_pub, b_pub) = (public("keya"), public("keyb"));
+    // A key file is never replaced.
+    let o = kiln(&dir, &host, &["keys", "generate", "keya"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", failure(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists already"));
+    let secrets: Vec<String> = ["keya.key", "keyb.key"]
+        .iter()
+        .map(|f| {
+            let t = std::fs::read_to_string(dir.join(f)).unwrap();
+            t.trim().split_once(':').unwrap().1.to_string()
+        })
+        .collect();
+    let statuses = |o: &std::process::Output| -> Vec<String> {
+        summary(o)["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["status"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let build = |extra: &[&str]| {
+        let mut a = vec!["build", "--format", "json", "--progress", "plain"];
+        a.extend_from_slice(extra);
+        run(&a)
+    };
+    let mut outputs = Vec::new();
+    // Written and signed by keyb.
+    let o = build(&["--store", "main", "--signing-key", "keyb.key"]);
+    assert_eq!(statuses(&o), ["built", "built"]);
+    outputs.push(o);
+    // A run trusting keya only: keyb's records do not count.
+    let o = build(&[
+        "--store",
+        "main",
+        "--signing-key",
+        "keya.key",
+        "--trusted-key",
+        &a_pub,
+    ]);
+    assert_eq!(statuses(&o), ["built", "built"], "{}", failure(&o));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.contains("the record of a is signed by keyb, which is not trusted (this run trusts keya): rebuilding"),
+        "{err}"
+    );
+    outputs.push(o);
+    // Its own records are trusted next time; plan names the signer.
+    let o = build(&["--store", "main", "--trusted-key", &a_pub]);
+    assert_eq!(statuses(&o), ["skipped", "skipped"], "{}", failure(&o));
+    outputs.push(o);
+    let o = run(&[
+        "plan",
+        "--format",
+        "json",
+        "--store",
+        "main",
+        "--trusted-key",
+        &a_pub,
+    ]);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for t in plan["targets"].as_array().unwrap() {
+        assert!(
+            t["reason"].as_str().unwrap().contains("signed by keya"),
+            "{t}"
+        );
+    }
+    // Trusting keyb now: keya's records are not.
+    let o = run(&[
+        "plan",
+        "--format",
+        "json",
+        "--store",
+        "main",
+        "--trusted-key",
+        &b_pub,
+    ]);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["targets"][0]["action"], "build", "{plan}");
+
+    // A pull request reads main's store and writes its own.
+    fn listing(d: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                listing(&p, out);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    let listing = |d: &str| {
+        let mut m = BTreeMap::new();
+        listing(&dir.join(d), &mut m);
+        m
+    };
+    let main_before = listing("main");
+    std::fs::write(dir.join("b.txt"), format!("b changed {salt}\n")).unwrap();
+    let pr = [
+        "--store",
+        "pr",
+        "--read-store",
+        "main",
+        "--trusted-key",
+        &a_pub,
+        "--signing-key",
+        "keyb.key",
+        "--trusted-key",
+        &b_pub,
+    ];
+    let o = build(&pr);
+    assert_eq!(statuses(&o), ["skipped", "built"], "{}", failure(&o));
+    outputs.push(o);
+    assert_eq!(
+        listing("main"),
+        main_before,
+        "the read store is never written"
+    );
+    assert!(dir.join("pr").exists());
+    // Main's next run does not see the pull request's record of b.
+    let o = build(&["--store", "main", "--trusted-key", &a_pub]);
+    assert_eq!(statuses(&o), ["skipped", "built"], "{}", failure(&o));
+    outputs.push(o);
+    // A damaged key file: a clear error, before anything builds.
+    std::fs::write(dir.join("bad.key"), "keya:not-a-key\n").unwrap();
+    let o = kiln(&dir, &host, &["build", "--signing-key", "bad.key"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", failure(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.key is not a kiln signing key"), "{err}");
+
+    for s in &secrets {
+        for o in &outputs {
+            assert!(!String::from_utf8_lossy(&o.stdout).contains(s.as_str()));
+            assert!(!String::from_utf8_lossy(&o.stderr).contains(s.as_str()));
+        }
+        for d in ["main", "pr", ".kiln"] {
+            let hits = files_containing(&dir.join(d), s.as_bytes());
+            assert!(hits.is_empty(), "the secret key is in {hits:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -73,7 +73,7 @@ pub async fn predict(
             _ => (None, None),
         };
         let damaged = match &latest {
-            Lookup::Corrupt(why) => Some(why.clone()),
+            Lookup::Corrupt(why) | Lookup::Untrusted(why) => Some(why.clone()),
             _ => None,
         };
         let mut changes = recorded_manifest
@@ -120,7 +120,12 @@ pub async fn predict(
                             outputs.insert(spec.name.clone(), id);
                             (
                                 Action::Skip,
-                                format!("up to date (built {} on {})", rec.built_at, rec.node),
+                                format!(
+                                    "up to date (built {} on {}{})",
+                                    rec.built_at,
+                                    rec.node,
+                                    signed_by(rec)
+                                ),
                             )
                         }
                         Located::Registry(r) => {
@@ -133,8 +138,10 @@ pub async fn predict(
                             (
                                 Action::Skip,
                                 format!(
-                                    "up to date (built {} on {}; {how} {r})",
-                                    rec.built_at, rec.node
+                                    "up to date (built {} on {}{}; {how} {r})",
+                                    rec.built_at,
+                                    rec.node,
+                                    signed_by(rec)
                                 ),
                             )
                         }
@@ -149,11 +156,16 @@ pub async fn predict(
                     }
                 }
                 Lookup::Corrupt(why) => (Action::Build, format!("record damaged ({why})")),
+                Lookup::Untrusted(why) => (Action::Build, format!("{why}: rebuilding")),
                 Lookup::Miss => match (&latest, changes.is_empty()) {
                     (Lookup::Miss, _) => (Action::Build, "never built".into()),
                     (Lookup::Corrupt(why), _) => {
                         (Action::Build, format!("the last record is damaged ({why})"))
                     }
+                    (Lookup::Untrusted(why), _) => (
+                        Action::Build,
+                        format!("the last record is not trusted ({why})"),
+                    ),
                     (Lookup::Hit(_), false) => (
                         Action::Build,
                         format!("inputs changed: {}", summarize(&changes)),
@@ -198,4 +210,13 @@ fn gone(have_engine: bool, id: &str) -> (Action, String) {
 fn short_id(id: &str) -> String {
     let hex = id.trim_start_matches("sha256:");
     format!("sha256:{}", &hex[..hex.len().min(12)])
+}
+
+/// `, signed by NAME` for a signed record (the signer of the record a
+/// decision used; docs/trust.md), else nothing.
+fn signed_by(rec: &kiln_store::Record) -> String {
+    rec.signature
+        .as_ref()
+        .map(|s| format!(", signed by {}", s.signer))
+        .unwrap_or_default()
 }

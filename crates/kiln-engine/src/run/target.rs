@@ -203,6 +203,15 @@ async fn look_up<'a>(
                     permit: None,
                 });
             }
+            // Not a record this run trusts: built, and its record (signed
+            // with the run's key) replaces it.
+            Lookup::Untrusted(why) => {
+                warn(format!("{why}: rebuilding"));
+                return Ok(Decided::Build {
+                    force: true,
+                    permit: None,
+                });
+            }
             Lookup::Miss => {}
         }
         let Some(me) = claimant(sh, node, spec).await else {
@@ -594,6 +603,7 @@ impl Target<'_> {
             steps_cached: built.steps.cached as u64,
             inputs_digest: kiln_store::digest(&kiln_store::payload_bytes(&inputs)),
             check: None,
+            signature: None,
         };
         match store_call(&sh.opts.store, move |s| s.put(&record, &inputs, force)).await {
             Ok(_) => Ok(()),

@@ -290,6 +290,7 @@ pub fn record(key: &str, target: &str, image: &str, inputs: &serde_json::Value) 
         steps_cached: 1,
         inputs_digest: digest(&payload_bytes(inputs)),
         check: None,
+        signature: None,
     }
 }
 

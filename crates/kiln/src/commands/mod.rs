@@ -9,6 +9,7 @@ pub mod build;
 pub mod diagnose;
 pub mod fleet;
 pub mod history;
+pub mod keys;
 pub mod lint;
 pub mod plan;
 pub mod preflight;

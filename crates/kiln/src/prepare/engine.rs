@@ -22,12 +22,49 @@ pub fn open_store(
     ),
     CliError,
 > {
-    let store = kiln_store::open(&s.store, &s.store_base).map_err(|e| match e {
-        kiln_store::StoreError::Invalid(m) => CliError::usage(m),
-        e => CliError::env(e.to_string()),
-    })?;
+    use kiln_store::trust::{Layered, SigningKey, TrustedKey, Trusting};
+    let open = |loc: &str, base: &std::path::Path| {
+        kiln_store::open(loc, base).map_err(|e| match e {
+            kiln_store::StoreError::Invalid(m) => CliError::usage(m),
+            e => CliError::env(e.to_string()),
+        })
+    };
+    // The key is read once; only its name and public half are ever shown.
+    let signer = match &s.signing_key {
+        Some(p) => Some(Arc::new(SigningKey::read(p).map_err(|m| {
+            CliError::usage(m)
+                .with_hint("`kiln keys generate NAME` writes a key file (docs/trust.md)")
+        })?)),
+        None => None,
+    };
+    let trusted = s
+        .trusted_keys
+        .iter()
+        .map(|k| TrustedKey::parse(k).map_err(CliError::usage))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mine: Arc<dyn kiln_store::RecordStore> = Arc::new(Trusting::new(
+        Arc::from(open(&s.store, &s.store_base)?),
+        signer,
+        trusted.clone(),
+    ));
+    let store: Arc<dyn kiln_store::RecordStore> = if s.read_stores.is_empty() {
+        mine
+    } else {
+        // (Relative read-store directories were made absolute from where
+        // kiln runs, as --store's are.)
+        let reads = s
+            .read_stores
+            .iter()
+            .map(|r| {
+                let inner = Arc::from(open(r, &s.store_base)?);
+                Ok(Arc::new(Trusting::new(inner, None, trusted.clone()))
+                    as Arc<dyn kiln_store::RecordStore>)
+            })
+            .collect::<Result<Vec<_>, CliError>>()?;
+        Arc::new(Layered::new(mine, reads))
+    };
     let cache = kiln_engine::hashing::StatCache::load(&s.stat_cache);
-    Ok((Arc::from(store), Arc::new(cache)))
+    Ok((store, Arc::new(cache)))
 }
 
 /// A multi-threaded runtime for the engine calls.
