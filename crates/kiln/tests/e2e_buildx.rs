@@ -975,6 +975,10 @@ fn two_platforms(bake: &str, salt: &str) -> PathBuf {
         ("src/amd64.txt", &format!("amd64 {salt}\n")),
         ("src/arm64.txt", &format!("arm64 {salt}\n")),
         ("extra.txt", "extra\n"),
+        (
+            "Dockerfile.ext",
+            "ARG BASE\nFROM ${BASE}\nCOPY extra.txt /ext.txt\n",
+        ),
     ])
 }
 
@@ -1145,8 +1149,42 @@ target "pick" {
   platforms = ["linux/amd64"]
   tags = ["${REG}/e2e-pu-${U}/pick:1"]
 }
+target "ext" {
+  inherits = ["_c"]
+  dockerfile = "Dockerfile.ext"
+  args = { BASE = "${REG}/e2e-pu-${U}/files:ext" }
+  tags = ["${REG}/e2e-pu-${U}/ext:1"]
+}
 group "default" { targets = ["both", "pick"] }
 "#;
+
+/// Puts the manifest `repo:from` under `repo:to` in the registry at
+/// `host` (what another pipeline pushing a base image does).
+fn copy_tag(host: &str, repo: &str, from: &str, to: &str) {
+    let accept = "Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json";
+    let o = Command::new("curl")
+        .args(["-sf", "-H", accept])
+        .arg(format!("http://{host}/v2/{repo}/manifests/{from}"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "GET {repo}:{from}");
+    let media = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["mediaType"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let tmp = std::env::temp_dir().join(unique("manifest"));
+    std::fs::write(&tmp, &o.stdout).unwrap();
+    let put = Command::new("curl")
+        .args(["-sf", "-X", "PUT", "-H"])
+        .arg(format!("Content-Type: {media}"))
+        .arg("--data-binary")
+        .arg(format!("@{}", tmp.display()))
+        .arg(format!("http://{host}/v2/{repo}/manifests/{to}"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&tmp);
+    assert!(put.status.success(), "PUT {repo}:{to}");
+}
 
 /// The platform manifests of the index `repo:reference`, by platform
 /// (attestations left out).
@@ -1270,6 +1308,7 @@ fn a_multi_platform_target_is_built_as_platform_units_joined_into_one_index() {
         target(&s, "pick")["handed"]["files"],
         target(&s, &unit("files", amd))["image"]
     );
+
     // The run report lists each target's units just after it, as its.
     let o = kiln_bx(&dir, &host, &config, &["report", "--format", "json"], &[]);
     ok(&o);
@@ -1306,6 +1345,15 @@ fn a_multi_platform_target_is_built_as_platform_units_joined_into_one_index() {
     keys.sort();
     assert_eq!(keys, ["both", "files", "pick"], "{m}");
 
+    // A two-platform target FROM an outside base image (files' index,
+    // pushed again as files:ext by "another pipeline").
+    copy_tag(&reg, &repo("files"), "1", "ext");
+    let o = run("build", &["--push", "ext"]);
+    ok(&o);
+    let s = summary(&o);
+    for p in [amd, arm] {
+        assert_eq!(target(&s, &unit("ext", p))["status"], "built", "{s}");
+    }
     // plan: a row per unit, and a no-op run skips every one.
     let plan_rows = |extra: &[&str]| -> BTreeMap<String, String> {
         let o = run("plan", extra);
@@ -1384,6 +1432,18 @@ fn a_multi_platform_target_is_built_as_platform_units_joined_into_one_index() {
     let after = index_platforms(&reg, &repo("files"), "1");
     assert_eq!(after[amd], before[amd]);
     assert_ne!(after[arm], before[arm]);
+    // The outside base moves to the new index, whose amd64 image is the
+    // same: only ext's arm64 unit reads a changed base.
+    copy_tag(&reg, &repo("files"), "1", "ext");
+    let rows = plan_rows(&["ext"]);
+    assert_eq!(rows[&unit("ext", amd)], "skip", "{rows:?}");
+    assert_eq!(rows[&unit("ext", arm)], "build", "{rows:?}");
+    let o = run("build", &["--push", "ext"]);
+    ok(&o);
+    let s = summary(&o);
+    assert_eq!(target(&s, &unit("ext", amd))["status"], "skipped", "{s}");
+    assert_eq!(target(&s, &unit("ext", arm))["status"], "built", "{s}");
+    assert_eq!(target(&s, "ext")["status"], "built", "{s}");
 
     // Both platforms' cache refs import on a forced rebuild.
     let o = run("build", &["--push", "--force", "files"]);

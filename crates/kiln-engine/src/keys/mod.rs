@@ -307,6 +307,36 @@ impl Resolver {
         found
     }
 
+    /// `found` (a registry-resolved image, pinned by digest) as the build
+    /// of one `platform` reads it: its id becomes the identity of that
+    /// platform's image in it (`crate::identity`, read from its config),
+    /// which stays the same when only another platform of an index
+    /// changes; the pin (the index) is kept to build from. Unchanged when
+    /// it is not pinned in a registry, or the registry cannot say.
+    pub async fn for_platform(&self, found: Found, platform: &str) -> Found {
+        let (Some(pin), Some(r)) = (found.pin.clone(), self.registry.as_ref()) else {
+            return found;
+        };
+        let memo_key = format!("platform:{platform}:{pin}");
+        if let Some(Some(f)) = self
+            .memo
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&memo_key).cloned())
+        {
+            return f;
+        }
+        let id = match r.identity(&pin, platform).await {
+            Ok(Some(id)) => format!("{platform}:{id}"),
+            _ => return found,
+        };
+        let f = Found { id, pin: Some(pin) };
+        if let Ok(mut m) = self.memo.lock() {
+            m.insert(memo_key, Some(f.clone()));
+        }
+        f
+    }
+
     async fn lookup(&self, reference: &str, all_platforms: bool) -> Option<Found> {
         if let Some(e) = self.engine.as_ref().filter(|_| !all_platforms)
             && let Some(id) = e.image_id(reference).await
@@ -344,6 +374,7 @@ pub async fn key_on(
     outputs: &HashMap<String, String>,
     cache: Arc<StatCache>,
 ) -> Result<Keyed, EngineError> {
+    let unit_platform = spec.unit.as_ref().map(|u| u.platform.as_str());
     key_with(
         spec,
         specs,
@@ -351,9 +382,16 @@ pub async fn key_on(
         // `pull` (bake's `--pull`): the registry answers, never the
         // engine's copy, so a moved tag changes the key.
         |r| async move {
-            resolver
+            let found = resolver
                 .resolve(&r, spec.registry_only() || spec.pull)
-                .await
+                .await?;
+            // A platform unit reads one platform of a base image: it is
+            // keyed by that platform's image, so a base that changes for
+            // another platform only rebuilds no unit of this one.
+            match unit_platform {
+                Some(p) => Some(resolver.for_platform(found, p).await),
+                None => Some(found),
+            }
         },
         &resolver.platform(),
         cache,

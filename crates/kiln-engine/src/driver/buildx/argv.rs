@@ -192,9 +192,13 @@ pub fn command(
     }
     if let (true, Some(u)) = (spec.push, &spec.unit) {
         // A platform unit: pushed by digest into its target's repository,
-        // no tag (its target's join puts the index under the tags).
+        // no tag (its target's join puts the index under the tags), and
+        // not stored in the builder's image store: units of one target
+        // pushed at once would each store an image under the same
+        // untagged name there, and all but the first fail ("already
+        // exists"; seen on a BuildKit with a containerd image store).
         let mut out = format!(
-            "type=image,name={},push-by-digest=true,name-canonical=true,push=true",
+            "type=image,name={},push-by-digest=true,name-canonical=true,push=true,store=false",
             u.repository
         );
         if opts.rewrite_timestamp {
@@ -459,7 +463,7 @@ mod tests {
         );
         assert!(
             line.ends_with(
-                "--output type=image,name=reg:5000/app,push-by-digest=true,name-canonical=true,push=true ."
+                "--output type=image,name=reg:5000/app,push-by-digest=true,name-canonical=true,push=true,store=false ."
             ),
             "{line}"
         );
@@ -478,7 +482,7 @@ mod tests {
         )
         .join(" ");
         assert!(
-            line.contains("push=true,rewrite-timestamp=true ."),
+            line.contains("store=false,rewrite-timestamp=true ."),
             "{line}"
         );
     }
