@@ -2397,6 +2397,71 @@ group "default" {{ targets = ["compile", "plain"] }}
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An engine node's platforms are its engine's (its `/version`, recalled
+/// without a request once kiln has asked it): `kiln fleet` shows them, and
+/// a fleet build of a target of another platform says, while planning,
+/// that it goes under emulation (with no platforms known, the node would
+/// count as native for every platform and nothing would be said).
+#[test]
+fn an_engine_nodes_platform_is_its_engines_and_a_foreign_target_is_said() {
+    let Some((host, reg)) = engine() else { return };
+    let salt = unique("");
+    let fleet = format!(
+        "[[node]]\nname = \"main\"\nendpoint = \"{host}\"\ncores = 2\nmemory_gb = 24\nlink_mbps = 1000\n"
+    );
+    let bake = format!(
+        "target \"board\" {{\n  dockerfile = \"Dockerfile\"\n  platforms = [\"linux/arm64\"]\n  tags = [\"{reg}/kiln-e2e/board-{salt}:1\"]\n}}\n"
+    );
+    let dir = workspace(&[
+        ("fleet.toml", &fleet),
+        ("docker-bake.hcl", &bake),
+        ("Dockerfile", "FROM scratch\nCOPY a.txt /\n"),
+        ("a.txt", "a\n"),
+    ]);
+    let o = kiln(
+        &dir,
+        &host,
+        &["fleet", "--fleet", "fleet.toml", "--format", "json"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", failure(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let node = &v["nodes"][0];
+    let native = format!(
+        "linux/{}",
+        std::env::consts::ARCH
+            .replace("x86_64", "amd64")
+            .replace("aarch64", "arm64")
+    );
+    assert_eq!(node["platforms"], serde_json::json!([native]), "{v}");
+    assert_eq!(node["platforms_from"], "engine", "{v}");
+    let o = kiln(
+        &dir,
+        &host,
+        &[
+            "build",
+            "--fleet",
+            "fleet.toml",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "board",
+        ],
+        &[],
+    );
+    // Said while planning; this engine then refuses the foreign platform
+    // (it has no emulator), before anything builds.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("note: board goes to node main under emulation: no node of the fleet builds linux/arm64 natively"),
+        "{err}"
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", failure(&o));
+    assert!(err.contains("which has no emulation"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `kiln fleet` probes each node with a container reading its /proc: the
 /// dev engine answers with this machine's cores and memory and a score of
 /// free GB + idle cores; a node whose socket is gone is `down`, not fatal.

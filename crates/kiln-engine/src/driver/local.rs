@@ -233,6 +233,15 @@ fn socket_identity(host: &str) -> Option<String> {
     ))
 }
 
+/// The platform (`os/arch`) of the engine at `host` as kiln last asked it,
+/// while the same daemon still owns its unix socket; no request is made.
+/// `None` for an engine never asked, one restarted since, or one reached
+/// over TCP (docs/fleet.md, *Platforms*).
+pub fn recalled_platform(host: &str) -> Option<String> {
+    let socket = socket_identity(host)?;
+    EngineFacts::recall(host, &socket).map(|f| f.platform)
+}
+
 fn connected() -> &'static std::sync::Mutex<HashMap<String, LocalEngine>> {
     static ENGINES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, LocalEngine>>> =
         std::sync::OnceLock::new();

@@ -79,7 +79,17 @@ pub fn fleet_plan(
     for n in &mut fleet.nodes {
         // An endpoint that is not an engine address names a buildx builder.
         let (endpoint, builder) = match endpoint(&n.endpoint, cwd) {
-            Some(e) => (e, None),
+            Some(e) => {
+                // Platforms the fleet file leaves out: the engine's own, as
+                // kiln last asked it (no request before the run).
+                if n.platforms.is_empty() {
+                    n.platforms = kiln_engine::driver::local::recalled_platform(&e.host)
+                        .and_then(|p| kiln_plan::platform::normalize(&p).ok())
+                        .into_iter()
+                        .collect();
+                }
+                (e, None)
+            }
             // Its engine is found from the builder when the run connects;
             // until then the builder's name stands for it in messages.
             None => {
