@@ -1781,6 +1781,25 @@ target "odd" {{
         ("only-arm64.txt", "arm64\n"),
         ("Dockerfile.odd", "FROM scratch\nCOPY only-amd64.txt /\n"),
     ]);
+    // `kiln build --driver buildx --fleet fleet.toml TARGETS`, which must
+    // succeed.
+    let fleet_build = |targets: &[&str]| {
+        let mut a = vec![
+            "build",
+            "--driver",
+            "buildx",
+            "--fleet",
+            "fleet.toml",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+        ];
+        a.extend_from_slice(targets);
+        let o = kiln_bx(&dir, &host, &config, &a, &[]);
+        ok(&o);
+        o
+    };
     // The nodes' platforms, from their builders' definitions.
     let o = kiln_bx(
         &dir,
@@ -1833,26 +1852,7 @@ target "odd" {{
         ])
     );
     // A fleet build puts each one-platform target on its native node.
-    let o = kiln_bx(
-        &dir,
-        &host,
-        &config,
-        &[
-            "build",
-            "--driver",
-            "buildx",
-            "--fleet",
-            "fleet.toml",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "board",
-            "server",
-        ],
-        &[],
-    );
-    ok(&o);
+    let o = fleet_build(&["board", "server"]);
     let s = summary(&o);
     let node_of = |t: &str| {
         s["targets"]
@@ -1879,25 +1879,7 @@ target "odd" {{
     assert_eq!(blob["architecture"], "arm64", "{blob}");
     // A two-platform target: each unit built on its native node, one index
     // of both under the target's tag.
-    let o = kiln_bx(
-        &dir,
-        &host,
-        &config,
-        &[
-            "build",
-            "--driver",
-            "buildx",
-            "--fleet",
-            "fleet.toml",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "both",
-        ],
-        &[],
-    );
-    ok(&o);
+    let o = fleet_build(&["both"]);
     let s = summary(&o);
     let node_of = |t: &str| target(&s, t)["node"].as_str().unwrap().to_string();
     assert_eq!(
@@ -1910,25 +1892,7 @@ target "odd" {{
         ["linux/amd64", "linux/arm64"]
     );
     // A platform no node builds natively: built under emulation, said.
-    let o = kiln_bx(
-        &dir,
-        &host,
-        &config,
-        &[
-            "build",
-            "--driver",
-            "buildx",
-            "--fleet",
-            "fleet.toml",
-            "--progress",
-            "plain",
-            "--format",
-            "json",
-            "odd",
-        ],
-        &[],
-    );
-    ok(&o);
+    let o = fleet_build(&["odd"]);
     assert!(
         stderr_of(&o).contains("note: odd goes to node amd under emulation: no node of the fleet builds linux/riscv64 natively"),
         "{}",
