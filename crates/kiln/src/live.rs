@@ -31,6 +31,8 @@ pub struct LaneView {
     expected: HashMap<String, f64>,
     /// Targets in build order, and which have started or finished.
     order: Vec<String>,
+    /// A platform unit's target (`T` of `T@os/arch`, `T` in the run).
+    unit_of: HashMap<String, String>,
     started: HashMap<String, ()>,
     finished: BTreeMap<String, String>,
 }
@@ -43,6 +45,16 @@ impl LaneView {
         order: Vec<String>,
         expected: HashMap<String, f64>,
     ) -> LaneView {
+        let unit_of = order
+            .iter()
+            .filter_map(|u| {
+                let (t, _) = u.split_once('@')?;
+                order
+                    .iter()
+                    .any(|o| o == t)
+                    .then(|| (u.clone(), t.to_string()))
+            })
+            .collect();
         LaneView {
             lanes: nodes
                 .iter()
@@ -51,6 +63,7 @@ impl LaneView {
             busy: HashMap::new(),
             expected,
             order,
+            unit_of,
             started: HashMap::new(),
             finished: BTreeMap::new(),
         }
@@ -135,29 +148,55 @@ impl LaneView {
         out
     }
 
+    /// The queue counts targets: a target split into platform units
+    /// waits until its first unit starts (`next: app (2 platforms)`), and
+    /// is done when its join is.
     fn queue_line(&self) -> String {
-        let waiting: Vec<&str> = self
+        let units = |t: &str| -> Vec<&str> {
+            self.unit_of
+                .iter()
+                .filter(|(_, of)| *of == t)
+                .map(|(u, _)| u.as_str())
+                .collect()
+        };
+        let targets: Vec<&str> = self
             .order
             .iter()
-            .filter(|t| !self.started.contains_key(*t))
+            .filter(|t| !self.unit_of.contains_key(*t))
             .map(String::as_str)
             .collect();
-        let count = |s: &str| self.finished.values().filter(|v| *v == s).count();
-        let done = self.finished.len();
+        let waiting: Vec<String> = targets
+            .iter()
+            .filter(|t| {
+                !self.started.contains_key(**t)
+                    && units(t).iter().all(|u| !self.started.contains_key(*u))
+            })
+            .map(|t| match units(t).len() {
+                0 => t.to_string(),
+                n => format!("{t} ({n} platforms)"),
+            })
+            .collect();
+        let finished = || {
+            self.finished
+                .iter()
+                .filter(|(t, _)| !self.unit_of.contains_key(*t))
+        };
+        let count = |s: &str| finished().filter(|(_, v)| *v == s).count();
+        let done = finished().count();
         let mut l = format!(
             "queue {}{}  ·  done {done}/{}",
             waiting.len(),
             if waiting.is_empty() {
                 String::new()
             } else {
-                let next: Vec<&str> = waiting.iter().take(3).copied().collect();
+                let next: Vec<&str> = waiting.iter().take(3).map(String::as_str).collect();
                 format!(
                     " (next: {}{})",
                     next.join(", "),
                     if waiting.len() > 3 { ", …" } else { "" }
                 )
             },
-            self.order.len()
+            targets.len()
         );
         for s in ["built", "skipped", "failed", "blocked"] {
             let n = count(s);
@@ -220,6 +259,42 @@ mod tests {
         assert_eq!(
             l[3],
             "queue 2 (next: d, e)  ·  done 2/5, built 1, skipped 1"
+        );
+    }
+
+    #[test]
+    fn platform_units_run_in_lanes_and_count_as_their_target_in_the_queue() {
+        let t0 = Instant::now();
+        let order = ["base", "app@linux/amd64", "app@linux/arm64", "app", "tool"]
+            .map(String::from)
+            .to_vec();
+        let mut v = LaneView::new(
+            &[("amd".into(), 1), ("arm".into(), 1)],
+            order,
+            HashMap::new(),
+        );
+        assert_eq!(
+            v.lines(t0)[2],
+            "queue 3 (next: base, app (2 platforms), tool)  ·  done 0/3"
+        );
+        v.finished("base", "skipped");
+        v.started("app@linux/amd64", "amd", Some(0), t0);
+        v.started("app@linux/arm64", "arm", Some(0), t0);
+        let l = v.lines(t0 + Duration::from_secs(4));
+        assert_eq!(l[0], "amd/0  app@linux/amd64  4.0s");
+        assert_eq!(l[1], "arm/0  app@linux/arm64  4.0s");
+        assert_eq!(l[2], "queue 1 (next: tool)  ·  done 1/3, skipped 1");
+        v.finished("app@linux/amd64", "built");
+        v.finished("app@linux/arm64", "built");
+        assert_eq!(
+            v.lines(t0)[2],
+            "queue 1 (next: tool)  ·  done 1/3, skipped 1",
+            "the units are not the target"
+        );
+        v.finished("app", "built");
+        assert_eq!(
+            v.lines(t0)[2],
+            "queue 1 (next: tool)  ·  done 2/3, built 1, skipped 1"
         );
     }
 

@@ -1718,14 +1718,7 @@ fn a_fleet_places_each_platform_on_the_node_that_builds_it_natively() {
         return;
     };
     // The remote builder's BuildKit, from buildx's instance store.
-    let instance: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(Path::new(&config).join("buildx/instances").join(&remote)).unwrap(),
-    )
-    .unwrap();
-    let endpoint = instance["Nodes"][0]["Endpoint"]
-        .as_str()
-        .expect("the remote builder's endpoint")
-        .to_string();
+    let endpoint = builder_endpoint(&config, &remote).expect("the remote builder's endpoint");
     let salt = unique("");
     let amd = PlatformBuilder::create(
         &config,
@@ -1899,5 +1892,216 @@ target "odd" {{
         stderr_of(&o)
     );
     drop((amd, arm));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The endpoint of buildx builder `name` in `config`, from buildx's
+/// instance store; `None` when there is no such builder.
+fn builder_endpoint(config: &str, name: &str) -> Option<String> {
+    let text = std::fs::read(Path::new(config).join("buildx/instances").join(name)).ok()?;
+    let instance: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    instance["Nodes"][0]["Endpoint"].as_str().map(String::from)
+}
+
+/// The twin and a two-platform target beside it (its kernels: the SDK
+/// tree and a file per architecture, `FROM scratch`, so arm64 needs no
+/// emulation) on a fleet of two BuildKits, one declared `linux/amd64` and
+/// one `linux/arm64`: the twin's fourteen targets and the amd64 unit build
+/// on the amd64 node, the arm64 unit on the arm64 node, the summary says
+/// which, and the index under the target's tag holds both. Then the fleet
+/// is swapped (each platform on the BuildKit that never built it: a cold
+/// builder for that unit) and a forced rebuild takes every step of each
+/// unit from that unit's own registry cache ref: the two refs are distinct
+/// and neither overwrote the other (docker/buildx#1044).
+#[test]
+fn the_twin_with_a_two_platform_target_builds_it_natively_and_imports_cache_cold() {
+    let Some((host, reg, config, remote)) = remote_env() else {
+        return;
+    };
+    let Some(other) = builder_endpoint(&config, "kiln-remote-node1") else {
+        eprintln!("skipped: no builder kiln-remote-node1 (scripts/dev-env up --nodes 1)");
+        return;
+    };
+    let main = builder_endpoint(&config, &remote).expect("the remote builder's endpoint");
+    let salt = unique("");
+    let dir = twin_copy();
+    for e in std::fs::read_dir(dir.join("docker")).unwrap() {
+        let p = e.unwrap().path();
+        let t = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(
+            &p,
+            t.replace("kiln/busybox:latest", &format!("{reg}/kiln/busybox:latest")),
+        )
+        .unwrap();
+    }
+    let bake = dir.join("docker-bake.hcl");
+    let mut text = std::fs::read_to_string(&bake).unwrap();
+    text.push_str(
+        r#"
+target "rocm-kernels" {
+  inherits   = ["_common"]
+  dockerfile = "docker/Dockerfile.rocm-kernels"
+  platforms  = ["linux/amd64", "linux/arm64"]
+  tags       = [tag("rocm-kernels", ROCM_VERSION)]
+}
+"#,
+    );
+    std::fs::write(&bake, text).unwrap();
+    std::fs::write(
+        dir.join("docker/Dockerfile.rocm-kernels"),
+        "FROM scratch\nARG TARGETARCH\nCOPY src/rocm-runtime/sdk/ /opt/rocm/\n\
+         COPY src/rocm-kernels/${TARGETARCH}/ /opt/rocm/lib/kernels/\n",
+    )
+    .unwrap();
+    for arch in ["amd64", "arm64"] {
+        let d = dir.join("src/rocm-kernels").join(arch);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("kernels.txt"), format!("{arch} {salt}\n")).unwrap();
+    }
+    let builders = |amd_at: &str, arm_at: &str, tag: &str| {
+        (
+            PlatformBuilder::create(
+                &config,
+                format!("kiln-twin-amd-{tag}-{salt}"),
+                "linux/amd64",
+                amd_at,
+            ),
+            PlatformBuilder::create(
+                &config,
+                format!("kiln-twin-arm-{tag}-{salt}"),
+                "linux/arm64",
+                arm_at,
+            ),
+        )
+    };
+    let fleet = |amd: &PlatformBuilder, arm: &PlatformBuilder| {
+        format!(
+            "[[node]]\nname = \"amd\"\nendpoint = \"{}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\n\n\
+             [[node]]\nname = \"arm\"\nendpoint = \"{}\"\ncores = 2\nmemory_gb = 8\nlink_mbps = 1000\n",
+            amd.name, arm.name
+        )
+    };
+    let reg_var = format!("REGISTRY={reg}");
+    let build = |fleet_file: &str, extra: &[&str], targets: &[&str]| {
+        let mut a = vec![
+            "build",
+            "--driver",
+            "buildx",
+            "--fleet",
+            fleet_file,
+            "--push",
+            "--progress",
+            "plain",
+            "--format",
+            "json",
+            "--var",
+            &reg_var,
+        ];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(targets);
+        let o = kiln_bx(&dir, &host, &config, &a, &[("PIP_TOKEN", "platform-token")]);
+        ok(&o);
+        summary(&o)
+    };
+    let (amd, arm) = ("linux/amd64", "linux/arm64");
+    let unit = |p: &str| format!("rocm-kernels@{p}");
+
+    let (b_amd, b_arm) = builders(&main, &other, "a");
+    std::fs::write(dir.join("fleet.toml"), fleet(&b_amd, &b_arm)).unwrap();
+    let s = build("fleet.toml", &[], &["default", "rocm-kernels"]);
+    let node_of =
+        |s: &serde_json::Value, t: &str| target(s, t)["node"].as_str().unwrap().to_string();
+    let targets = s["targets"].as_array().unwrap();
+    // 14 twin targets, the two-platform target and its two units.
+    assert_eq!(targets.len(), 17, "{s}");
+    for t in targets {
+        let n = t["name"].as_str().unwrap();
+        if n == "rocm-kernels" {
+            continue;
+        }
+        let want = if n == unit(arm) { "arm" } else { "amd" };
+        assert_eq!(t["node"], want, "{n}: {t}");
+    }
+    // The tag, as bake evaluates it.
+    let o = kiln_bx(
+        &dir,
+        &host,
+        &config,
+        &["print", "--var", &reg_var, "rocm-kernels"],
+        &[],
+    );
+    ok(&o);
+    let printed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tagged = printed["target"]["rocm-kernels"]["tags"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (at, tag) = tagged.rsplit_once(':').unwrap();
+    let repo = at.split_once('/').unwrap().1;
+    let digest = target(&s, "rocm-kernels")["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let digest = digest.as_str();
+    assert_eq!(registry_digest(&tagged), digest);
+    let platforms = index_platforms(&reg, repo, tag);
+    assert_eq!(
+        platforms.keys().map(String::as_str).collect::<Vec<_>>(),
+        [amd, arm]
+    );
+    for p in [amd, arm] {
+        let u = target(&s, &unit(p));
+        assert_eq!(
+            platform_manifest(&reg, repo, u["digest"].as_str().unwrap()),
+            platforms[p],
+            "{p}: the index holds the unit's manifest"
+        );
+    }
+    // Each unit exported its own cache ref, and the two differ.
+    let mut caches = Vec::new();
+    for p in [amd, arm] {
+        let e = cache_exports(target(&s, &unit(p)));
+        assert_eq!(e.len(), 1, "{p}: {s}");
+        assert_eq!(e[0]["outcome"], "ok", "{p}: {s}");
+        let slug = p.replace('/', "-");
+        caches.push(registry_digest(&format!(
+            "{reg}/{repo}:buildcache-rocm-kernels-{slug}"
+        )));
+    }
+    assert_ne!(caches[0], caches[1], "one cache ref per platform");
+    drop((b_amd, b_arm));
+
+    // Swapped: each unit on the BuildKit that never built it.
+    let (b_amd, b_arm) = builders(&other, &main, "b");
+    std::fs::write(dir.join("swapped.toml"), fleet(&b_amd, &b_arm)).unwrap();
+    let s = build("swapped.toml", &["--force"], &["rocm-kernels"]);
+    for p in [amd, arm] {
+        let u = target(&s, &unit(p));
+        assert_eq!(u["status"], "built", "{u}");
+        let steps = &u["steps"];
+        assert!(steps["total"].as_u64().unwrap() > 0, "{u}");
+        assert_eq!(
+            steps["cached"], steps["total"],
+            "{p}: every step from its own cache ref on a cold builder: {u}"
+        );
+        let stable = format!("buildcache-rocm-kernels-{}", p.replace('/', "-"));
+        let import = u["cache"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == "import" && c["ref"].as_str().unwrap().ends_with(&stable));
+        assert_eq!(import.map(|i| &i["outcome"]), Some(&"ok".into()), "{u}");
+    }
+    assert_eq!(
+        (node_of(&s, &unit(amd)), node_of(&s, &unit(arm))),
+        ("amd".into(), "arm".into())
+    );
+    // The same content on other BuildKits: the same image for each
+    // platform (the index itself differs: each unit's provenance
+    // attestation records when it was built).
+    let again = target(&s, "rocm-kernels")["digest"].as_str().unwrap();
+    assert_eq!(registry_digest(&tagged), again);
+    assert_eq!(index_platforms(&reg, repo, again), platforms);
+    drop((b_amd, b_arm));
     let _ = std::fs::remove_dir_all(&dir);
 }
