@@ -146,11 +146,26 @@ struct HostClient {
 }
 
 struct Inner {
-    /// Built on first use per registry (`host[:port]`): setting up TLS
-    /// costs tens of milliseconds, and a run whose images are all on the
-    /// engine never asks a registry. Each keeps its bearer tokens.
-    clients: std::sync::Mutex<std::collections::HashMap<String, HostClient>>,
     timeout: Duration,
+}
+
+/// A client slot per registry (`host[:port]`), timeout and generation of
+/// transport choices ([`access::generation`]), shared by every
+/// [`Registry`] of the process: a client is built on first use (setting up
+/// TLS reads and parses the system's CA certificates, several milliseconds
+/// of CPU; a run whose images are all on the engine never asks a
+/// registry), once however many parts of a run (preflight, keys, the
+/// driver's pushes and checks) ask the same registry at once, and keeps
+/// its bearer tokens for all of them. A client whose transport is not
+/// settled (its probe got no answer) is not kept.
+type Slot = Arc<tokio::sync::OnceCell<HostClient>>;
+type SlotKey = (String, Duration, u64);
+
+fn shared_clients() -> &'static std::sync::Mutex<std::collections::HashMap<SlotKey, Slot>> {
+    static CLIENTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<SlotKey, Slot>>,
+    > = std::sync::OnceLock::new();
+    CLIENTS.get_or_init(Default::default)
 }
 
 impl std::fmt::Debug for Registry {
@@ -237,37 +252,40 @@ impl Registry {
     /// Nothing is contacted until then.
     pub fn new(timeout: Duration) -> Result<Registry, RegistryError> {
         Ok(Registry {
-            inner: Arc::new(Inner {
-                clients: Default::default(),
-                timeout,
-            }),
+            inner: Arc::new(Inner { timeout }),
         })
     }
 
     /// The client for `registry`, built on first use: its transport
     /// (scheme, CAs) and credentials from [`kiln_store::registry_io`].
     async fn client(&self, registry: &str) -> Result<HostClient, RegistryError> {
-        if let Some(c) = self
-            .inner
-            .clients
-            .lock()
-            .ok()
-            .and_then(|m| m.get(registry).cloned())
-        {
-            return Ok(c);
-        }
         let timeout = self.inner.timeout;
-        let transport = access::transport(registry, timeout).await;
-        let config = access::client_config(&transport, timeout.min(MAX_CONNECT_TIMEOUT), timeout)
-            .map_err(RegistryError::Setup)?;
-        let client = Client::try_from(config).map_err(|e| RegistryError::Setup(error_chain(&e)))?;
-        let c = HostClient {
-            client,
-            transport,
-            credentials: access::credentials(registry),
-        };
-        if let Ok(mut m) = self.inner.clients.lock() {
-            m.entry(registry.to_string()).or_insert_with(|| c.clone());
+        let key = (registry.to_string(), timeout, access::generation());
+        let poisoned = |_| RegistryError::Setup("the registry clients' lock is poisoned".into());
+        let slot = shared_clients()
+            .lock()
+            .map_err(poisoned)?
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let c = slot
+            .get_or_try_init(|| async {
+                let transport = access::transport(registry, timeout).await;
+                let config =
+                    access::client_config(&transport, timeout.min(MAX_CONNECT_TIMEOUT), timeout)
+                        .map_err(RegistryError::Setup)?;
+                let client =
+                    Client::try_from(config).map_err(|e| RegistryError::Setup(error_chain(&e)))?;
+                Ok(HostClient {
+                    client,
+                    transport,
+                    credentials: access::credentials(registry),
+                })
+            })
+            .await?
+            .clone();
+        if !access::settled(registry) {
+            shared_clients().lock().map_err(poisoned)?.remove(&key);
         }
         Ok(c)
     }

@@ -422,6 +422,44 @@ async fn anonymous_pull_tokens_are_fetched() {
     );
 }
 
+/// The parts of a run that ask a registry (preflight, keys, the driver's
+/// checks) each hold a `Registry`; they share one client per registry and
+/// timeout, so its pull token is fetched once, not once per part (and
+/// the system's CA certificates are read once).
+#[tokio::test]
+async fn registries_of_one_process_share_their_client_and_its_tokens() {
+    let digest = format!("sha256:{HEX}");
+    let d = digest.clone();
+    let (port, log) = serve(move |req| {
+        if req.target.starts_with("/token?") {
+            return response("200 OK", &[], r#"{"token":"shared-token"}"#);
+        }
+        if !req.headers.contains("authorization: bearer shared-token") {
+            let challenge = format!(
+                "Bearer realm=\"http://127.0.0.1:{}/token\",service=\"fake\"",
+                req.port
+            );
+            return Response {
+                status: "401 Unauthorized",
+                headers: vec![("WWW-Authenticate".into(), challenge)],
+                body: br#"{"errors":[{"code":"UNAUTHORIZED"}]}"#.to_vec(),
+            };
+        }
+        response("200 OK", &[("Docker-Content-Digest", d.as_str())], "")
+    });
+    let reference = format!("127.0.0.1:{port}/lib/shared:1.0");
+    for _ in 0..2 {
+        let r = registry(Duration::from_secs(5));
+        assert_eq!(
+            r.resolve(&reference).await.unwrap(),
+            Resolution::Found(digest.clone())
+        );
+    }
+    let log = log.lock().unwrap();
+    let tokens = log.iter().filter(|l| l.starts_with("GET /token?")).count();
+    assert_eq!(tokens, 1, "{log:?}");
+}
+
 #[tokio::test]
 async fn not_found_answers_are_absent() {
     let r = registry(Duration::from_secs(5));

@@ -317,11 +317,31 @@ fn transports() -> &'static Mutex<HashMap<String, Transport>> {
     T.get_or_init(Default::default)
 }
 
+/// Bumped whenever the chosen transports are forgotten, so that clients
+/// built for an earlier choice are not used again ([`generation`]).
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// A declaration made after a transport was chosen changes it.
 fn forget_transports() {
     if let Ok(mut t) = transports().lock() {
         t.clear();
     }
+    GENERATION.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Which generation of transport choices is current: a client built for a
+/// transport of another generation may use a scheme or CAs that a
+/// declaration since has changed.
+pub fn generation() -> u64 {
+    GENERATION.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Whether `host[:port]`'s transport is decided for this generation (a
+/// probe that got no answer decides nothing: it is asked again).
+pub fn settled(host: &str) -> bool {
+    transports()
+        .lock()
+        .is_ok_and(|m| m.contains_key(&host.to_ascii_lowercase()))
 }
 
 /// Docker's per-registry certificate directory: `KILN_DOCKER_CERTS_DIR`,
