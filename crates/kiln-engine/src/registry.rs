@@ -39,8 +39,12 @@ use kiln_util::error_chain;
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::{Client, Reference};
 
-/// Connecting is bounded by the smaller of this and the operation timeout.
-const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The shared client's own bounds: connecting, and one read on a
+/// connection that stalls. Every operation is bounded by its
+/// [`Registry`]'s timeout besides (the client is shared by registries of
+/// different timeouts).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a reference names in its registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,8 +153,8 @@ struct Inner {
     timeout: Duration,
 }
 
-/// A client slot per registry (`host[:port]`), timeout and generation of
-/// transport choices ([`access::generation`]), shared by every
+/// A client slot per registry (`host[:port]`) and generation of transport
+/// choices ([`access::generation`]), shared by every
 /// [`Registry`] of the process: a client is built on first use (setting up
 /// TLS reads and parses the system's CA certificates, several milliseconds
 /// of CPU; a run whose images are all on the engine never asks a
@@ -159,7 +163,7 @@ struct Inner {
 /// its bearer tokens for all of them. A client whose transport is not
 /// settled (its probe got no answer) is not kept.
 type Slot = Arc<tokio::sync::OnceCell<HostClient>>;
-type SlotKey = (String, Duration, u64);
+type SlotKey = (String, u64);
 
 fn shared_clients() -> &'static std::sync::Mutex<std::collections::HashMap<SlotKey, Slot>> {
     static CLIENTS: std::sync::OnceLock<
@@ -247,8 +251,7 @@ fn check_digest(d: &str) -> Result<(), String> {
 }
 
 impl Registry {
-    /// A client whose every [`resolve`](Registry::resolve) finishes within
-    /// `timeout` (connecting: within the smaller of `timeout` and 10 s).
+    /// A client whose every operation finishes within `timeout`.
     /// Nothing is contacted until then.
     pub fn new(timeout: Duration) -> Result<Registry, RegistryError> {
         Ok(Registry {
@@ -260,7 +263,7 @@ impl Registry {
     /// (scheme, CAs) and credentials from [`kiln_store::registry_io`].
     async fn client(&self, registry: &str) -> Result<HostClient, RegistryError> {
         let timeout = self.inner.timeout;
-        let key = (registry.to_string(), timeout, access::generation());
+        let key = (registry.to_string(), access::generation());
         let poisoned = |_| RegistryError::Setup("the registry clients' lock is poisoned".into());
         let slot = shared_clients()
             .lock()
@@ -271,9 +274,8 @@ impl Registry {
         let c = slot
             .get_or_try_init(|| async {
                 let transport = access::transport(registry, timeout).await;
-                let config =
-                    access::client_config(&transport, timeout.min(MAX_CONNECT_TIMEOUT), timeout)
-                        .map_err(RegistryError::Setup)?;
+                let config = access::client_config(&transport, CONNECT_TIMEOUT, READ_TIMEOUT)
+                    .map_err(RegistryError::Setup)?;
                 let client =
                     Client::try_from(config).map_err(|e| RegistryError::Setup(error_chain(&e)))?;
                 Ok(HostClient {

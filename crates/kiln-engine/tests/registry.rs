@@ -423,8 +423,8 @@ async fn anonymous_pull_tokens_are_fetched() {
 }
 
 /// The parts of a run that ask a registry (preflight, keys, the driver's
-/// checks) each hold a `Registry`; they share one client per registry and
-/// timeout, so its pull token is fetched once, not once per part (and
+/// checks) each hold a `Registry`; they share one client per registry, so
+/// its pull token is fetched once, not once per part (and
 /// the system's CA certificates are read once).
 #[tokio::test]
 async fn registries_of_one_process_share_their_client_and_its_tokens() {
@@ -448,8 +448,9 @@ async fn registries_of_one_process_share_their_client_and_its_tokens() {
         response("200 OK", &[("Docker-Content-Digest", d.as_str())], "")
     });
     let reference = format!("127.0.0.1:{port}/lib/shared:1.0");
-    for _ in 0..2 {
-        let r = registry(Duration::from_secs(5));
+    // Of different timeouts, as the run's parts have.
+    for secs in [5, 30] {
+        let r = registry(Duration::from_secs(secs));
         assert_eq!(
             r.resolve(&reference).await.unwrap(),
             Resolution::Found(digest.clone())
