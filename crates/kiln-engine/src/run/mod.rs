@@ -109,6 +109,7 @@ pub async fn run(
         store_down: std::sync::atomic::AtomicBool::new(false),
         busy: std::sync::atomic::AtomicBool::new(false),
         claims_unsupported: std::sync::atomic::AtomicBool::new(false),
+        heads: Default::default(),
     });
     if shared.opts.require_store
         && let Err(why) = shared.writable().await
@@ -118,7 +119,8 @@ pub async fn run(
         )));
     }
     if !shared.fleet && !shared.opts.force {
-        let warmed = target::warm(&shared.nodes[0], &shared.specs, &shared.opts).await;
+        let warmed =
+            target::warm(&shared.nodes[0], &shared.specs, &shared.opts, &shared.heads).await;
         let _ = shared.warmed.set(warmed);
     }
     let mut s = Scheduler::new(shared, placement, eligible);

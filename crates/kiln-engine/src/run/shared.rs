@@ -85,9 +85,52 @@ pub(super) struct Shared {
     pub(super) busy: std::sync::atomic::AtomicBool,
     /// The store said it cannot hold claims (said once per run).
     pub(super) claims_unsupported: std::sync::atomic::AtomicBool,
+    /// What each pushed tag of a target the warm-up found recorded names in
+    /// its registry, asked in one concurrent round while the run starts
+    /// (`warm`); taken by the skip that verifies the tag.
+    pub(super) heads: std::sync::Mutex<HashMap<String, Head>>,
+}
+
+/// A registry's answer for one tag, asked ahead: when it came, and what
+/// the tag named (`None`: no answer).
+pub(super) type Head = futures_util::future::Shared<
+    futures_util::future::BoxFuture<
+        'static,
+        (std::time::Instant, Option<crate::registry::Resolution>),
+    >,
+>;
+
+/// How long an answer asked ahead stands for the skip that takes it.
+pub(super) const HEAD_FRESH: Duration = Duration::from_secs(10);
+
+/// Takes `tag`'s answer asked ahead (it is used once): `None` when there is
+/// none, when the run is `busy` (something was built or pulled since it
+/// was asked) or when it is older than [`HEAD_FRESH`].
+async fn take_head(
+    heads: &std::sync::Mutex<HashMap<String, Head>>,
+    tag: &str,
+    busy: bool,
+) -> Option<Option<crate::registry::Resolution>> {
+    let head = heads.lock().ok()?.remove(tag)?;
+    if busy {
+        return None;
+    }
+    let (at, answer) = head.await;
+    (at.elapsed() < HEAD_FRESH).then_some(answer)
 }
 
 impl Shared {
+    /// The answer asked ahead for `tag`, once, while nothing has been built
+    /// or pulled and it is fresh ([`HEAD_FRESH`]); `None` otherwise (the
+    /// caller asks the registry itself).
+    pub(super) async fn head_ahead(
+        &self,
+        tag: &str,
+    ) -> Option<Option<crate::registry::Resolution>> {
+        let busy = self.busy.load(std::sync::atomic::Ordering::Relaxed);
+        take_head(&self.heads, tag, busy).await
+    }
+
     /// The write probe's answer, asking the store the first time.
     pub(super) async fn writable(&self) -> &Result<(), String> {
         self.writable
@@ -136,4 +179,38 @@ pub(super) fn log_path(opts: &RunOptions, target: &str) -> Option<std::path::Pat
         })
         .collect();
     Some(opts.log_dir.as_ref()?.join(format!("{safe}.log")))
+}
+
+#[cfg(test)]
+mod head_tests {
+    use super::*;
+    use crate::registry::Resolution;
+    use futures_util::FutureExt;
+
+    fn heads(tag: &str, at: std::time::Instant) -> std::sync::Mutex<HashMap<String, Head>> {
+        let answer = Some(Resolution::Found("sha256:aa".into()));
+        let head: Head = async move { (at, answer) }.boxed().shared();
+        std::sync::Mutex::new(HashMap::from([(tag.to_string(), head)]))
+    }
+
+    #[tokio::test]
+    async fn an_answer_asked_ahead_is_taken_once_while_fresh_and_idle() {
+        let now = std::time::Instant::now();
+        let h = heads("r/a:1", now);
+        assert_eq!(
+            take_head(&h, "r/a:1", false).await,
+            Some(Some(Resolution::Found("sha256:aa".into())))
+        );
+        assert_eq!(take_head(&h, "r/a:1", false).await, None, "used once");
+        assert_eq!(take_head(&h, "r/b:1", false).await, None, "never asked");
+        // Something was built or pulled since: the skip asks again.
+        let h = heads("r/a:1", now);
+        assert_eq!(take_head(&h, "r/a:1", true).await, None);
+        assert!(h.lock().unwrap().is_empty());
+        // Too old.
+        if let Some(old) = now.checked_sub(HEAD_FRESH + Duration::from_secs(1)) {
+            let h = heads("r/a:1", old);
+            assert_eq!(take_head(&h, "r/a:1", false).await, None);
+        }
+    }
 }

@@ -755,8 +755,12 @@ async fn adopt(
     let mut restored = Vec::new();
     if spec.push {
         // One concurrent round of `HEAD`s: what each tag names now.
+        // (Or the answers the warm-up asked ahead, while they are fresh.)
         let registry = node.resolver.registry();
         let now = futures_util::future::join_all(spec.tags.iter().map(|t| async move {
+            if let Some(answer) = sh.head_ahead(t).await {
+                return answer;
+            }
             match registry {
                 Some(r) => r.resolve(t).await.ok(),
                 None => None,
@@ -921,24 +925,26 @@ async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> Result<(),
     }
 }
 
-/// Asks the engine at once about every image a skip will check, so a run
-/// where much is recorded waits for one round of image lookups instead of
-/// one per level of the graph. It follows the records the way the run will
-/// (a hit's recorded image is its output for its dependents' keys) but
-/// decides nothing: the run still looks up and locates every target itself,
-/// and what changes between here and there (a record that turns out stale,
-/// an image that is gone) is found then. The keys it computes are returned
-/// with the upstream outputs each assumed: the run reuses a key only when
-/// the upstreams really came out that way. Errors only end the guess.
+/// Asks at once about everything a skip will check, so a run where much
+/// is recorded waits for one round of questions instead of one per level of
+/// the graph: the engine (its images: one round of lookups) and the
+/// registry (each pushed tag of a recorded target: one concurrent round of
+/// `HEAD`s, started here and left running into `heads`). It follows the
+/// records the way the run will (a hit's recorded image is its output for
+/// its dependents' keys) but decides nothing: the run still looks up and
+/// locates every target itself, and what changes between here and there (a
+/// record that turns out stale, an image that is gone) is found then. The
+/// keys it computes are returned with the upstream outputs each assumed:
+/// the run reuses a key only when the upstreams really came out that way.
+/// Errors only end the guess.
 pub(super) async fn warm(
     node: &Node,
     specs: &[BuildSpec],
     opts: &RunOptions,
+    heads: &std::sync::Mutex<HashMap<String, super::shared::Head>>,
 ) -> HashMap<String, (Outputs, Keyed)> {
+    use futures_util::FutureExt;
     let mut warmed = HashMap::new();
-    let Some(engine) = &node.engine else {
-        return warmed;
-    };
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut refs: Vec<String> = Vec::new();
     let mut tags: Vec<String> = Vec::new();
@@ -969,6 +975,24 @@ pub(super) async fn warm(
                     refs.push(local_ref(&spec.name, &entry.record.image_id));
                     tags.extend(spec.tags.iter().cloned());
                 }
+                // And, pushing, what each tag names in its registry.
+                if spec.push
+                    && entry.record.digest.is_some()
+                    && let Some(registry) = node.resolver.registry()
+                    && let Ok(mut heads) = heads.lock()
+                {
+                    for t in &spec.tags {
+                        let (r, tag) = (registry.clone(), t.clone());
+                        let head = async move {
+                            let answer = r.resolve(&tag).await.ok();
+                            (Instant::now(), answer)
+                        }
+                        .boxed()
+                        .shared();
+                        tokio::spawn(head.clone());
+                        heads.insert(t.clone(), head);
+                    }
+                }
                 outputs.insert(spec.name.clone(), entry.record.image_id);
             }
             Ok(_) => {}
@@ -977,8 +1001,10 @@ pub(super) async fn warm(
             Err(_) => break,
         }
     }
-    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
-    let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
-    engine.prefetch_recorded(&refs, &tags).await;
+    if let Some(engine) = &node.engine {
+        let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+        let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+        engine.prefetch_recorded(&refs, &tags).await;
+    }
     warmed
 }
