@@ -87,6 +87,15 @@ impl Http {
         let mut b = reqwest::Client::builder()
             .connect_timeout(timeout.min(MAX_CONNECT_TIMEOUT))
             .timeout(timeout);
+        let roots = crate::registry_io::system_roots();
+        if !roots.is_empty() {
+            // Parsed by rustls when read: from_der only wraps the bytes.
+            b = b.tls_certs_only(
+                roots
+                    .iter()
+                    .filter_map(|c| reqwest::Certificate::from_der(c).ok()),
+            );
+        }
         let env = |names: [&str; 2]| {
             names
                 .iter()

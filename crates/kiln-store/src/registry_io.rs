@@ -49,6 +49,26 @@ pub fn install_tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The system's CA certificates, read once per process: what
+/// rustls-platform-verifier trusts on Linux (`SSL_CERT_FILE`,
+/// `SSL_CERT_DIR`, else the distribution's bundle), keeping the ones rustls
+/// can parse, as it does. Every HTTP client kiln builds is given these as
+/// its only roots (plus a registry's own CAs): built with the platform
+/// verifier instead, each client re-read and re-parsed the whole
+/// certificate directory (~280 files on Debian), a few milliseconds of CPU
+/// per client, even for a registry spoken to in plain HTTP.
+pub fn system_roots() -> &'static [rustls::pki_types::CertificateDer<'static>] {
+    static ROOTS: std::sync::OnceLock<Vec<rustls::pki_types::CertificateDer<'static>>> =
+        std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        rustls_native_certs::load_native_certs()
+            .certs
+            .into_iter()
+            .filter(|c| rustls::RootCertStore::empty().add(c.clone()).is_ok())
+            .collect()
+    })
+}
+
 /// `localhost`, `127.0.0.0/8` or `::1` (`[::1]`), with or without a port:
 /// registries dockerd itself treats as insecure.
 pub fn is_loopback(domain: &str) -> bool {
@@ -480,7 +500,17 @@ pub fn client_config(
             .iter()
             .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()))
     };
+    // No system roots (none installed): the client's own verifier then
+    // says so when it is built, as before.
+    let system: Vec<Certificate> = system_roots()
+        .iter()
+        .map(|c| Certificate {
+            encoding: CertificateEncoding::Der,
+            data: c.to_vec(),
+        })
+        .collect();
     Ok(ClientConfig {
+        tls_certs_only: system,
         protocol: match t.scheme {
             Scheme::Http => ClientProtocol::Http,
             Scheme::Https | Scheme::HttpsUnverified => ClientProtocol::Https,

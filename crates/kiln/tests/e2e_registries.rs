@@ -460,6 +460,68 @@ fn an_undeclared_plain_http_registry_says_how_to_declare_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The system's CA store counts as much as a registry's certs.d directory:
+/// with no `certs.d` entry, the TLS registry is trusted when its CA is the
+/// system's (`SSL_CERT_FILE`), and refused with a certificate error when the
+/// system store does not hold it. (kiln reads the system store once per
+/// process and gives it to every client as its roots; this holds that
+/// reading to what the platform's verifier trusted.)
+#[test]
+fn a_tls_registry_is_trusted_through_the_system_store_and_refused_without_it() {
+    let Some(_) = engine() else { return };
+    let Some(regs) = registries() else { return };
+    let tls = &regs.shapes[1].host;
+    let certs_d = std::env::var_os("KILN_DOCKER_CERTS_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from("/etc/docker/certs.d"), PathBuf::from);
+    let ca = std::fs::read_dir(certs_d.join(tls))
+        .expect("scripts/registries installs the TLS registry's CA in certs.d")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "crt"))
+        .expect("a .crt in the TLS registry's certs.d directory");
+    let salt = unique("system-roots-");
+    let dir = workspace(&[
+        ("docker-bake.hcl", "target \"t\" {}\n"),
+        (
+            "Dockerfile",
+            &format!("FROM {tls}/e2e-reg/nothing-{salt}:1\n"),
+        ),
+    ]);
+    let empty = dir.join("empty-certs");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (empty_s, ca_s) = (empty.display().to_string(), ca.display().to_string());
+    let run = |cert_file: &str| {
+        let o = kiln(
+            &dir,
+            "unix:///nonexistent/docker.sock",
+            &["preflight", "t"],
+            &[
+                ("KILN_DOCKER_CERTS_DIR", empty_s.as_str()),
+                ("SSL_CERT_DIR", empty_s.as_str()),
+                ("SSL_CERT_FILE", cert_file),
+            ],
+        );
+        let out =
+            String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+        (o.status.code(), out)
+    };
+    // Trusted: the registry answers, and names the image as missing.
+    let (code, out) = run(&ca_s);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(&format!("{tls}/e2e-reg/nothing-{salt}:1")),
+        "{out}"
+    );
+    assert!(!out.to_lowercase().contains("certificate"), "{out}");
+    // Not trusted: Debian's bundle has no private CA.
+    let (code, out) = run("/etc/ssl/certs/ca-certificates.crt");
+    assert_eq!(code, Some(3), "{out}");
+    assert!(out.to_lowercase().contains("certificate"), "{out}");
+    assert!(out.contains(tls.as_str()), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `scripts/registry-faults` in front of the dev environment's registry,
 /// stopped when dropped.
 struct FaultProxy {
