@@ -32,6 +32,6 @@ pub use matcher::{
     MatchInfo, MatchType, Pattern, PatternMatcher, matches, matches_or_parent_matches,
 };
 pub use walk::{
-    ContextEntry, EntryKind, WalkOptions, excluded_dockerfile, trim_build_files_from_excludes,
-    walk_context, walk_context_with,
+    ContextEntry, EntryKind, WalkOptions, excluded_dockerfile, excluded_dockerfile_by,
+    trim_build_files_from_excludes, walk_context, walk_context_with,
 };

@@ -137,12 +137,31 @@ pub fn excluded_dockerfile<S: AsRef<str>>(
     patterns: &[S],
     dockerfile: Option<&str>,
 ) -> Option<String> {
+    // A pattern that does not compile excludes nothing, as in the CLI.
+    let matcher = PatternMatcher::new(patterns).ok()?;
+    excluded_dockerfile_by(&matcher, root, dockerfile)
+}
+
+/// [`excluded_dockerfile`] with the patterns compiled once by the caller
+/// (`PatternMatcher::new` of the same patterns): the targets of a bake file
+/// that share a context ask it once each, and compiling the regular
+/// expressions of a `.dockerignore` is most of the cost.
+pub fn excluded_dockerfile_by(
+    matcher: &PatternMatcher,
+    root: &Path,
+    dockerfile: Option<&str>,
+) -> Option<String> {
     let dockerfile = match dockerfile {
         Some(path) => gopath::clean(path),
         None => default_dockerfile(root)?,
     };
-    let patterns: Vec<String> = patterns.iter().map(|p| p.as_ref().to_owned()).collect();
-    matches(&dockerfile, &patterns)
+    // moby's free `Matches`: the file cleaned, and `.` itself never excluded.
+    let file = gopath::clean(&dockerfile);
+    if file == "." {
+        return None;
+    }
+    matcher
+        .matches(&file)
         .unwrap_or(false)
         .then_some(dockerfile)
 }
