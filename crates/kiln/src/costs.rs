@@ -25,17 +25,34 @@ pub enum Source {
 
 /// Costs learned from the history file, if it exists (it is never created
 /// just to be read). A history that cannot be read is a warning.
+///
+/// Read once per process and history: a build asks three times (the
+/// schedule, the report's plan, the report's savings), all for the costs
+/// known before the run, and records its own builds only after the last
+/// of them (`report::record::record_build`). Each reading opened the
+/// SQLite file, parsed its schema and ran the query again.
 pub fn learned(path: &Path) -> BTreeMap<String, LearnedCost> {
-    if !path.exists() {
-        return BTreeMap::new();
+    type Read = std::collections::HashMap<std::path::PathBuf, BTreeMap<String, LearnedCost>>;
+    static READ: std::sync::OnceLock<std::sync::Mutex<Read>> = std::sync::OnceLock::new();
+    let memo = READ.get_or_init(Default::default);
+    if let Some(c) = memo.lock().ok().and_then(|m| m.get(path).cloned()) {
+        return c;
     }
-    match History::open(path).and_then(|h| h.costs(1)) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("warning: build history not used: {e}");
-            BTreeMap::new()
+    let c = if !path.exists() {
+        BTreeMap::new()
+    } else {
+        match History::open(path).and_then(|h| h.costs(1)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("warning: build history not used: {e}");
+                BTreeMap::new()
+            }
         }
+    };
+    if let Ok(mut m) = memo.lock() {
+        m.insert(path.to_path_buf(), c.clone());
     }
+    c
 }
 
 /// The cost of `target` and where it came from.
