@@ -412,6 +412,136 @@ const NIXL_DEPENDENTS: [&str; 4] = ["lmcache", "lmcache-wheel", "vllm", "vllm-wh
 /// (their own dependents then have nothing new and are up to date).
 const NIXL_CONSUMERS: [&str; 2] = ["lmcache", "vllm"];
 
+/// On the containerd image store a no-op's image lookups are answered by
+/// the store itself, in one question, once it has agreed with the Engine
+/// API: dockerd is asked for nothing but a ping. kiln finds the store from
+/// the daemon's own process; behind a socket proxy it is named
+/// (`KILN_CONTAINERD`). A tag moved behind kiln's back is seen through it
+/// (re-tagged, not skipped blind), and a store that disagrees with the
+/// Engine API (the wrong namespace) is never used: those runs ask the
+/// Engine API and stay right.
+#[test]
+fn a_no_op_asks_the_containerd_store_once_and_only_after_it_agreed() {
+    let Some((host, reg)) = engine() else { return };
+    if !containerd_store(&host) {
+        eprintln!("skipped: the engine keeps the classic image store");
+        return;
+    }
+    let salt = unique("ctrd");
+    let ns = format!("e2e-{salt}");
+    let dir = targets(&[
+        (
+            "a",
+            &format!("  tags = [\"{reg}/{ns}/a:1\"]\n"),
+            &format!("FROM kiln/busybox:latest\nRUN echo a-{salt} > /a\n"),
+        ),
+        (
+            "b",
+            &format!("  tags = [\"{reg}/{ns}/b:1\", \"{reg}/{ns}/b:latest\"]\n"),
+            &format!("FROM kiln/busybox:latest\nRUN echo b-{salt} > /b\n"),
+        ),
+        (
+            "c",
+            &format!("  tags = [\"{reg}/{ns}/c:1\"]\n  contexts = {{ a = \"target:a\" }}\n"),
+            "FROM a\nRUN cat /a > /c\n",
+        ),
+    ]);
+    let cache = dir.join("xdg-cache");
+    let cache_s = cache.display().to_string();
+    let env = vec![("XDG_CACHE_HOME", cache_s.as_str())];
+    let all_skipped = |o: &std::process::Output| {
+        assert!(o.status.success(), "{}", failure(o));
+        let s = summary(o);
+        let targets = s["targets"].as_array().unwrap();
+        assert_eq!(targets.len(), 3, "{s}");
+        for t in targets {
+            assert_eq!(t["status"], "skipped", "{t}");
+        }
+        s
+    };
+    let facts = |host: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(cache.join("kiln/engines.json")).unwrap();
+        let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+        all[host].clone()
+    };
+    let o = build_json(&dir, &host, &[], &env);
+    assert!(o.status.success(), "{}", failure(&o));
+    // Straight to the daemon: its store is found from its process, and
+    // the first no-op compares it with the Engine API.
+    all_skipped(&build_json(&dir, &host, &[], &env));
+    let f = facts(&host);
+    let store = f["containerd_store"].clone();
+    assert!(
+        store["address"]
+            .as_str()
+            .is_some_and(|a| a.ends_with(".sock")),
+        "{f}"
+    );
+    assert_eq!(
+        f["containerd_verdict"],
+        serde_json::json!([store, true]),
+        "{f}"
+    );
+    // Through a proxy that keeps every Engine API request, the store named.
+    let proxy = common::engine_proxy::EngineProxy::start(&host, &dir.join("engine.sock"));
+    let address = store["address"].as_str().unwrap().to_string();
+    let namespace = store["namespace"].as_str().unwrap().to_string();
+    let mut named = env.clone();
+    named.push(("KILN_CONTAINERD", &address));
+    named.push(("KILN_CONTAINERD_NAMESPACE", &namespace));
+    all_skipped(&build_json(&dir, &proxy.host, &[], &named));
+    assert!(
+        proxy.requests().iter().any(|r| r.contains("/images/")),
+        "the first run compares: {:#?}",
+        proxy.requests()
+    );
+    proxy.clear();
+    all_skipped(&build_json(&dir, &proxy.host, &[], &named));
+    let requests = proxy.requests();
+    assert!(
+        requests.iter().all(|r| r.contains(" /_ping ")),
+        "only a ping once the store agreed: {requests:#?}"
+    );
+    assert!(!requests.is_empty(), "the engine is still pinged");
+    // A tag moved behind kiln's back is seen in the store: re-tagged.
+    let a1 = format!("{reg}/{ns}/a:1");
+    docker(&host, &["tag", "kiln/busybox:latest", &a1]);
+    let s = all_skipped(&build_json(&dir, &proxy.host, &[], &named));
+    let reason = target(&s, "a")["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains(&format!("re-tagged {a1}")), "{s}");
+    let back = docker(&host, &["image", "inspect", "--format", "{{.Id}}", &a1]);
+    let busybox = docker(
+        &host,
+        &[
+            "image",
+            "inspect",
+            "--format",
+            "{{.Id}}",
+            "kiln/busybox:latest",
+        ],
+    );
+    assert_ne!(back.trim(), busybox.trim(), "a:1 names a's image again");
+    // The wrong namespace holds none of these images: it disagrees with
+    // the Engine API and is never read; every run asks the Engine API.
+    let mut wrong = env.clone();
+    let nowhere = format!("kiln-{salt}-nothing");
+    wrong.push(("KILN_CONTAINERD", &address));
+    wrong.push(("KILN_CONTAINERD_NAMESPACE", &nowhere));
+    for _ in 0..2 {
+        proxy.clear();
+        all_skipped(&build_json(&dir, &proxy.host, &[], &wrong));
+        let requests = proxy.requests();
+        assert!(
+            requests.iter().any(|r| r.contains("/images/")),
+            "{requests:#?}"
+        );
+    }
+    let verdict = facts(&proxy.host)["containerd_verdict"].clone();
+    assert_eq!(verdict[0]["namespace"], nowhere.as_str(), "{verdict}");
+    assert_eq!(verdict[1], false, "{verdict}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Issue-level behaviour of content keys on the whole twin, in one copy
 /// (each step depends on the records of the one before): a no-op run skips
 /// everything without BuildKit and reads no file; unconsumed changes build

@@ -71,6 +71,24 @@ pub struct LocalEngine {
     /// kiln's cache of identities by engine id (`identities.json`), read
     /// at the first lookup; shared by clones.
     identities: Identities,
+    /// The engine's id of each reference the Engine API answered in this
+    /// process: what its containerd store is compared with.
+    engine_ids: std::sync::Arc<std::sync::Mutex<HashMap<String, String>>>,
+    /// The containerd image store read directly ([`super::containerd`]),
+    /// when there is one that kiln may read and that has not disagreed
+    /// with the Engine API; shared by clones.
+    link: std::sync::Arc<std::sync::Mutex<Option<Link>>>,
+    /// The identity of the engine's unix socket when this process
+    /// connected (what its facts are kept under).
+    socket: Option<String>,
+}
+
+/// A containerd image store that answers lookups for an engine.
+#[derive(Clone, Debug)]
+struct Link {
+    store: super::containerd::Store,
+    /// It answered as the Engine API did, in a run that asked both.
+    agreed: bool,
 }
 
 /// See [`LocalEngine::recalled_identity`].
@@ -145,6 +163,17 @@ struct EngineFacts {
     /// Registry indexes and whether each is secure.
     indexes: Vec<(String, bool)>,
     insecure_cidrs: Vec<String>,
+    /// Whether the store below was looked for (facts kept by an older
+    /// kiln were not).
+    #[serde(default)]
+    containerd_looked: bool,
+    /// Its containerd image store, when it has one and it was found.
+    #[serde(default)]
+    containerd_store: Option<super::containerd::Store>,
+    /// A store that was compared with the Engine API, and whether they
+    /// agreed.
+    #[serde(default)]
+    containerd_verdict: Option<(super::containerd::Store, bool)>,
 }
 
 /// The cache file of engine facts.
@@ -174,6 +203,13 @@ impl EngineFacts {
             None => (Vec::new(), Vec::new()),
         };
         let store = ImageStore::from_driver_status(&info.driver_status.unwrap_or_default());
+        // dockerd 27 and later say where their containerd is.
+        let said = info.containerd.and_then(|c| {
+            Some(super::containerd::Store {
+                address: c.address?,
+                namespace: c.namespaces?.containers?,
+            })
+        });
         EngineFacts {
             socket: String::new(),
             platform,
@@ -181,6 +217,9 @@ impl EngineFacts {
             version: v.version.unwrap_or_default(),
             indexes,
             insecure_cidrs,
+            containerd_looked: false,
+            containerd_store: said,
+            containerd_verdict: None,
         }
     }
 
@@ -293,7 +332,8 @@ impl LocalEngine {
         // shows it is alive, and `/version` and `/info` (~20 ms on the
         // containerd store) are not asked.
         let socket = socket_identity(&endpoint.host);
-        let facts = match socket
+        let mut changed = false;
+        let mut facts = match socket
             .as_deref()
             .and_then(|s| EngineFacts::recall(&endpoint.host, s))
         {
@@ -319,12 +359,37 @@ impl LocalEngine {
                 let info = info
                     .map_err(|_| wedged())?
                     .map_err(|e| unreachable(explain(&e)))?;
-                let f = EngineFacts::from_answers(v, info);
-                if let Some(s) = &socket {
-                    f.keep(&endpoint.host, s);
-                }
-                f
+                changed = true;
+                EngineFacts::from_answers(v, info)
             }
+        };
+        // Where its containerd image store is, looked for once per daemon
+        // (what `/info` said, else the daemon's own configuration).
+        if facts.containerd && !facts.containerd_looked {
+            facts.containerd_store =
+                super::containerd::discover(&endpoint.host, facts.containerd_store.take());
+            facts.containerd_looked = true;
+            changed = true;
+        }
+        if changed && let Some(s) = &socket {
+            facts.keep(&endpoint.host, s);
+        }
+        let link = if facts.containerd {
+            super::containerd::overridden()
+                .unwrap_or_else(|| facts.containerd_store.clone())
+                .and_then(|store| match &facts.containerd_verdict {
+                    Some((judged, false)) if *judged == store => None,
+                    Some((judged, true)) if *judged == store => Some(Link {
+                        store,
+                        agreed: true,
+                    }),
+                    _ => Some(Link {
+                        store,
+                        agreed: false,
+                    }),
+                })
+        } else {
+            None
         };
         // The registries this engine treats as insecure are spoken to the
         // same way by every kiln client (kiln_store::registry_io).
@@ -345,6 +410,9 @@ impl LocalEngine {
             version: facts.version,
             seen: Default::default(),
             identities: Default::default(),
+            engine_ids: Default::default(),
+            link: std::sync::Arc::new(std::sync::Mutex::new(link)),
+            socket,
         };
         if let Ok(mut m) = connected().lock() {
             m.insert(engine.endpoint.host.clone(), engine.clone());
@@ -401,6 +469,7 @@ impl LocalEngine {
             && let Some(identity) = self.recalled_identity(&newest.id)
         {
             self.learn(reference, Some(identity.clone()), &newest.tags);
+            self.note_engine_id(reference, &newest.id, &newest.tags);
             return Some(identity);
         }
         let Ok(inspected) =
@@ -420,6 +489,13 @@ impl LocalEngine {
                 // reference and its tags, in a no-op run).
                 if let Some(tags) = &i.repo_tags {
                     self.learn(reference, id.clone(), tags);
+                }
+                if let Some(engine_id) = &i.id {
+                    self.note_engine_id(
+                        reference,
+                        engine_id,
+                        i.repo_tags.as_deref().unwrap_or(&[]),
+                    );
                 }
                 id
             }
@@ -445,6 +521,126 @@ impl LocalEngine {
                 }
             }
             m.insert(reference.to_string(), identity);
+        }
+    }
+
+    /// Notes the engine's id of the image that `reference` and `tags` name,
+    /// as the Engine API said it.
+    fn note_engine_id(&self, reference: &str, engine_id: &str, tags: &[String]) {
+        if let Ok(mut m) = self.engine_ids.lock() {
+            for r in tags.iter().map(String::as_str).chain([reference]) {
+                m.insert(r.to_string(), engine_id.to_string());
+            }
+        }
+    }
+
+    /// Answers what it can of `wanted` from the engine's containerd image
+    /// store, in one question, and returns the references left to ask of
+    /// the Engine API: a reference the store does not hold, one by digest,
+    /// and an image whose identity kiln has not learned yet.
+    ///
+    /// A store never compared with the Engine API is compared: every
+    /// reference is asked of both (the Engine API's answers are this run's),
+    /// and the store answers from the next run on only when they agreed on
+    /// at least one image and differed on none. A store that differed is
+    /// not read again while the daemon runs.
+    async fn ask_containerd(&self, wanted: Vec<String>) -> Vec<String> {
+        let Some(link) = self.link.lock().ok().and_then(|l| l.clone()) else {
+            return wanted;
+        };
+        let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
+        for r in &wanted {
+            if let Some(n) = kiln_plan::normalize_reference(r).filter(|n| !n.contains('@')) {
+                by_name.entry(n).or_default().push(r.clone());
+            }
+        }
+        let names: Vec<String> = by_name.keys().cloned().collect();
+        let found: HashMap<String, String> =
+            match super::containerd::images(&link.store, &names).await {
+                Ok(f) => f.into_iter().collect(),
+                // Not readable (no right to its socket, gone, not answering):
+                // not asked again in this process.
+                Err(_) => {
+                    if let Ok(mut l) = self.link.lock() {
+                        *l = None;
+                    }
+                    return wanted;
+                }
+            };
+        if !link.agreed {
+            futures_util::future::join_all(wanted.iter().map(|r| self.image_id(r))).await;
+            if let Some(agreed) = self.agrees(&by_name, &found) {
+                self.keep_verdict(&link.store, agreed);
+                if let Ok(mut l) = self.link.lock() {
+                    *l = agreed.then_some(Link {
+                        agreed: true,
+                        ..link
+                    });
+                }
+            }
+            return Vec::new();
+        }
+        for (name, refs) in &by_name {
+            let Some(digest) = found.get(name) else {
+                continue;
+            };
+            let Some(identity) = self.recalled_identity(digest) else {
+                continue;
+            };
+            for r in refs {
+                self.learn(r, Some(identity.clone()), &[]);
+                self.note_engine_id(r, digest, &[]);
+            }
+        }
+        match self.seen.lock() {
+            Ok(m) => wanted.into_iter().filter(|r| !m.contains_key(r)).collect(),
+            Err(_) => wanted,
+        }
+    }
+
+    /// Whether the containerd store's answers (`found`: digest by name) are
+    /// the Engine API's for the references of `by_name`: `Some(true)` when
+    /// they agree on at least one image and differ on none, `Some(false)`
+    /// when they differ (one names an image the other does not, or another
+    /// one), `None` when nothing could be compared.
+    fn agrees(
+        &self,
+        by_name: &HashMap<String, Vec<String>>,
+        found: &HashMap<String, String>,
+    ) -> Option<bool> {
+        let seen = self.seen.lock().ok()?;
+        let ids = self.engine_ids.lock().ok()?;
+        let mut same = 0usize;
+        for (name, refs) in by_name {
+            for r in refs {
+                // What the Engine API said: an id, no such image, or nothing
+                // it answered (not compared).
+                let api = match (ids.get(r), seen.get(r)) {
+                    (Some(id), _) => Some(id.as_str()),
+                    (None, Some(None)) => None,
+                    _ => continue,
+                };
+                match (api, found.get(name).map(String::as_str)) {
+                    (Some(a), Some(b)) if a == b => same += 1,
+                    (None, None) => {}
+                    _ => return Some(false),
+                }
+            }
+        }
+        (same > 0).then_some(true)
+    }
+
+    /// Keeps, with the engine's facts, whether `store` agreed with it.
+    fn keep_verdict(&self, store: &super::containerd::Store, agreed: bool) {
+        let Some(socket) = &self.socket else {
+            return;
+        };
+        let host = &self.endpoint.host;
+        let mut cache = crate::user_cache::read(ENGINES);
+        if let Some(mut f) = EngineFacts::recall_from(&cache, host, socket) {
+            f.containerd_verdict = Some((store.clone(), agreed));
+            f.keep_into(&mut cache, host, socket);
+            crate::user_cache::write(ENGINES, cache);
         }
     }
 
@@ -533,9 +729,17 @@ impl LocalEngine {
         if wanted.is_empty() {
             return;
         }
-        // The containerd store lists by walking every image it holds
-        // (~90 ms filtered, at 223 images, against ~8 ms an inspect): it
-        // is asked per reference, at once.
+        // The containerd store's own API answers all at once; through the
+        // Engine API it lists by walking every image it holds (~90 ms
+        // filtered, at 223 images, against ~8 ms an inspect): what that
+        // store does not answer is asked per reference, at once.
+        let wanted = match self.image_store {
+            ImageStore::Classic => wanted,
+            ImageStore::Containerd => self.ask_containerd(wanted).await,
+        };
+        if wanted.is_empty() {
+            return;
+        }
         let listed = match self.image_store {
             ImageStore::Classic => self.list(&wanted).await,
             ImageStore::Containerd => None,
@@ -1028,6 +1232,12 @@ mod tests {
             version: "29.0.0".into(),
             indexes: vec![("registry.test:5000".into(), false)],
             insecure_cidrs: vec!["10.0.0.0/8".into()],
+            containerd_looked: true,
+            containerd_store: Some(super::super::containerd::Store {
+                address: "/run/containerd/containerd.sock".into(),
+                namespace: "moby".into(),
+            }),
+            containerd_verdict: None,
         };
         let mut cache = serde_json::Map::new();
         assert_eq!(EngineFacts::recall_from(&cache, &host, &id), None);
@@ -1035,6 +1245,23 @@ mod tests {
         let back = EngineFacts::recall_from(&cache, &host, &id).unwrap();
         assert_eq!(back.platform, "linux/arm64");
         assert_eq!(back.indexes, facts.indexes);
+        assert_eq!(back.containerd_store, facts.containerd_store);
+        // Facts kept by a kiln that did not look for the containerd store
+        // are read, and say it was not looked for.
+        let mut old = serde_json::to_value(&facts).unwrap();
+        for k in [
+            "containerd_looked",
+            "containerd_store",
+            "containerd_verdict",
+        ] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        old["socket"] = serde_json::Value::String(id.clone());
+        let mut older = serde_json::Map::new();
+        older.insert(host.clone(), old);
+        let back = EngineFacts::recall_from(&older, &host, &id).unwrap();
+        assert!(!back.containerd_looked);
+        assert_eq!(back.containerd_store, None);
         // The daemon restarts: its socket is made again.
         std::fs::remove_file(&sock).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(10));

@@ -17,6 +17,7 @@
 
 pub mod buildx;
 pub mod cli;
+pub mod containerd;
 pub mod engine;
 pub mod local;
 
