@@ -130,9 +130,41 @@ fn check(oracle: &Oracle, case: &Case) -> Result<(), String> {
     let patterns = read_dockerignore(&case.dockerignore);
     let options = WalkOptions {
         dockerfile: case.dockerfile.clone(),
+        ..WalkOptions::default()
     };
     let got = walk_context_with(&root, &patterns, &options);
+    // The listing a key reads (names and kinds only) names the same entries in the
+    // same order, a hard link as a file.
+    let light = walk_context_with(
+        &root,
+        &patterns,
+        &WalkOptions {
+            names_only: true,
+            ..options.clone()
+        },
+    );
     let _ = fs::remove_dir_all(&root);
+    if let Ok(full) = &got {
+        let project = |e: &ContextEntry| {
+            let kind = match e.kind {
+                EntryKind::Hardlink => EntryKind::File,
+                k => k,
+            };
+            let target = (kind == EntryKind::Symlink).then(|| e.link_target.clone());
+            (e.path.clone(), kind, target)
+        };
+        let want: Vec<_> = full.iter().map(project).collect();
+        match &light {
+            Ok(l) if l.iter().map(project).collect::<Vec<_>>() == want => {}
+            Ok(l) => {
+                return Err(format!(
+                    "the names-only walk differs: {:?}",
+                    l.iter().map(project).collect::<Vec<_>>()
+                ));
+            }
+            Err(e) => return Err(format!("the names-only walk fails: {e}")),
+        }
+    }
 
     match (got, &case.sent, &case.error) {
         (Ok(entries), Some(sent), _) => {

@@ -183,6 +183,50 @@ fn entries_carry_mode_size_and_hard_links() {
     assert_eq!(second.size, 1234);
 }
 
+/// The listing a content key reads names the same entries, in the same order, with
+/// their kinds (a hard link as a file, a symlink with its target), and skips sockets.
+#[test]
+fn a_names_only_walk_lists_the_same_entries() {
+    let root = tree(
+        "names-only",
+        &["src/a.rs", "src/b.tmp", "data.bin", "x/y/z"],
+    );
+    fs::hard_link(root.join("data.bin"), root.join("data2.bin")).unwrap();
+    symlink("src/a.rs", root.join("link")).unwrap();
+    let _listener = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+    let patterns = read_dockerignore("**/*.tmp\nx/y\n");
+    let full = walk_context_with(&root, &patterns, &WalkOptions::default()).unwrap();
+    let light = walk_context_with(
+        &root,
+        &patterns,
+        &WalkOptions {
+            names_only: true,
+            ..WalkOptions::default()
+        },
+    )
+    .unwrap();
+    let project = |e: &ContextEntry| {
+        let kind = match e.kind {
+            EntryKind::Hardlink => EntryKind::File,
+            k => k,
+        };
+        (
+            e.path.clone(),
+            kind,
+            (kind == EntryKind::Symlink).then(|| e.link_target.clone()),
+        )
+    };
+    assert_eq!(
+        light.iter().map(project).collect::<Vec<_>>(),
+        full.iter().map(project).collect::<Vec<_>>()
+    );
+    assert!(paths(&light).contains(&"data2.bin"));
+    assert!(!paths(&light).contains(&"sock"));
+    assert!(!paths(&light).contains(&"src/b.tmp"));
+    let link = light.iter().find(|e| e.path == "link").unwrap();
+    assert_eq!(link.link_target.as_deref(), Some("src/a.rs"));
+}
+
 #[test]
 fn sockets_are_skipped() {
     let root = tree("socket", &["a"]);
@@ -203,6 +247,7 @@ fn build_files_are_re_included() {
     // With -f the named file comes back instead, from inside an excluded directory.
     let options = WalkOptions {
         dockerfile: Some("sub/Dockerfile.prod".to_owned()),
+        ..WalkOptions::default()
     };
     let entries = walk_context_with(&root, &read_dockerignore("*\n"), &options).unwrap();
     assert_eq!(paths(&entries), [".dockerignore", "sub/Dockerfile.prod"]);

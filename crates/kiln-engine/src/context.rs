@@ -37,7 +37,7 @@ pub const STATE_DIR: &str = ".kiln";
 /// (`dockerfile_rel`: the Dockerfile's path inside the context, which the CLI
 /// always sends), without kiln's state directory.
 pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
-    walk(dir, dockerignore(dir)?, dockerfile_rel)
+    walk(dir, dockerignore(dir)?, dockerfile_rel, false)
 }
 
 /// The patterns of `dir`'s `.dockerignore` (none when it has none).
@@ -76,7 +76,7 @@ pub fn list_for_keys(
     if let Some(e) = memo.lock().ok().and_then(|m| m.get(&k).cloned()) {
         return Ok(e);
     }
-    let entries = std::sync::Arc::new(walk(dir, k.1.clone(), dockerfile_rel)?);
+    let entries = std::sync::Arc::new(walk(dir, k.1.clone(), dockerfile_rel, true)?);
     if let Ok(mut m) = memo.lock() {
         m.insert(k, entries.clone());
     }
@@ -115,7 +115,7 @@ fn matcher_for(
 /// ignore rules differ between buildx and BuildKit versions (a key that
 /// covers more than the build reads can only rebuild more, never less).
 pub fn list_all(dir: &Path) -> Result<Vec<Entry>, EngineError> {
-    walk(dir, Vec::new(), None)
+    walk(dir, Vec::new(), None, true)
 }
 
 /// `patterns` and, last (so nothing in `.dockerignore` re-includes it),
@@ -127,15 +127,20 @@ fn with_state_dir(mut patterns: Vec<String>) -> Vec<String> {
     patterns
 }
 
+/// The entries of `dir` that `patterns` leave in; `names_only` for a listing that
+/// only keys read ([`kiln_dockerfile::ignore::WalkOptions::names_only`]: no `lstat`
+/// and no readability check per entry; a build's own listing makes both).
 fn walk(
     dir: &Path,
     patterns: Vec<String>,
     dockerfile_rel: Option<&str>,
+    names_only: bool,
 ) -> Result<Vec<Entry>, EngineError> {
     use kiln_dockerfile::ignore::{EntryKind as K, WalkOptions, walk_context_with};
     let patterns = with_state_dir(patterns);
     let opts = WalkOptions {
         dockerfile: dockerfile_rel.map(String::from),
+        names_only,
     };
     let entries = walk_context_with(dir, &patterns, &opts)
         .map_err(|e| EngineError::Input(format!("build context {}: {e}", dir.display())))?;

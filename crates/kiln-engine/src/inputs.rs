@@ -152,6 +152,7 @@ fn platform_args(platform: &str) -> BTreeMap<String, String> {
 /// What the needed stages read, for every platform of `platform` (one
 /// platform, or several joined with `,`): a target of several platforms
 /// reads the union of what each platform's solve reads.
+#[derive(Clone)]
 struct Reads {
     context_sources: Vec<kiln_dockerfile::dockerfile::ContextSource>,
     remote_sources: Vec<RemoteSource>,
@@ -161,7 +162,42 @@ struct Reads {
     needed_text: String,
 }
 
+/// What the needed stages of `spec`'s Dockerfile (`text`) read for
+/// `platform`, worked out once per process for the same Dockerfile, text,
+/// target, args and platform: a run asks it for each target's preflight,
+/// its outside images and its key, and the analysis is most of each.
 fn reads(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineError> {
+    type Key = (
+        std::path::PathBuf,
+        String,
+        Option<String>,
+        BTreeMap<String, String>,
+        String,
+    );
+    type Memo = std::collections::HashMap<Key, Reads>;
+    static MEMO: std::sync::OnceLock<std::sync::Mutex<Memo>> = std::sync::OnceLock::new();
+    let key: Key = (
+        spec.dockerfile.clone(),
+        text.to_string(),
+        spec.target.clone(),
+        spec.args
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        platform.to_string(),
+    );
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(r) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Ok(r);
+    }
+    let r = reads_now(spec, text, platform)?;
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key, r.clone());
+    }
+    Ok(r)
+}
+
+fn reads_now(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineError> {
     let mut r = Reads {
         context_sources: Vec::new(),
         remote_sources: Vec::new(),

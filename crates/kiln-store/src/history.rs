@@ -208,6 +208,31 @@ impl History {
         })
     }
 
+    /// The history at `path`, opened once per process and kept open: a
+    /// build reads what it learned, then records the run and its builds,
+    /// and each [`History::open`] checks the schema again, and each close
+    /// of the last connection checkpoints the write-ahead log (four
+    /// `fsync`s in a run that changed nothing). A file replaced since (a
+    /// new inode) is opened again.
+    pub fn shared(path: &Path) -> Result<std::sync::Arc<History>, StoreError> {
+        use std::os::unix::fs::MetadataExt;
+        type Open = std::collections::HashMap<PathBuf, ((u64, u64), std::sync::Arc<History>)>;
+        static OPEN: std::sync::OnceLock<Mutex<Open>> = std::sync::OnceLock::new();
+        let identity = || std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+        let open = OPEN.get_or_init(Default::default);
+        if let Some(now) = identity()
+            && let Some((was, h)) = open.lock().ok().and_then(|m| m.get(path).cloned())
+            && was == now
+        {
+            return Ok(h);
+        }
+        let h = std::sync::Arc::new(History::open(path)?);
+        if let (Some(id), Ok(mut m)) = (identity(), open.lock()) {
+            m.insert(path.to_path_buf(), (id, h.clone()));
+        }
+        Ok(h)
+    }
+
     /// The file this history is kept in.
     pub fn path(&self) -> &Path {
         &self.path
@@ -445,6 +470,34 @@ impl History {
             .map_err(err)?;
         }
         tx.commit().map_err(err)
+    }
+
+    /// What each target's last build took: its `duration_s` in the newest of
+    /// the last `limit` runs (as [`History::runs`] orders them) where its
+    /// outcome was `built`. One query: a history of many runs that built
+    /// little answers without reading every run's targets.
+    pub fn last_built(&self, limit: usize) -> Result<BTreeMap<String, f64>, StoreError> {
+        let conn = self.conn();
+        let err = |e| sql_error(&self.path, "reading the runs", e);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = conn
+            .prepare(
+                "WITH kept AS (SELECT id, started_unix, rowid AS rid FROM runs
+                               ORDER BY started_unix DESC, rowid DESC LIMIT ?1)
+                 SELECT t.target, t.duration_s FROM kept JOIN run_targets t ON t.run_id = kept.id
+                 WHERE t.outcome = 'built'
+                 ORDER BY kept.started_unix DESC, kept.rid DESC",
+            )
+            .map_err(err)?;
+        let rows = stmt
+            .query_map(params![limit], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))
+            .map_err(err)?;
+        let mut out = BTreeMap::new();
+        for row in rows {
+            let (target, duration_s) = row.map_err(err)?;
+            out.entry(target).or_insert(duration_s);
+        }
+        Ok(out)
     }
 
     /// The last `limit` runs, newest first, each with its targets (only

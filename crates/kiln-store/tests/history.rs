@@ -652,6 +652,73 @@ fn runs_come_back_newest_first_with_their_targets_and_filter_by_target() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `last_built` is what reading the runs says: each target's duration in the
+/// newest run, of the last `limit`, that built it.
+#[test]
+fn last_built_is_the_newest_build_among_the_kept_runs() {
+    let path = dir().join("history.sqlite");
+    let h = History::open(&path).unwrap();
+    let runs = [
+        run(
+            "r1",
+            1,
+            &[("app", "built", 40.0, None), ("lib", "built", 9.0, None)],
+        ),
+        run(
+            "r2",
+            2,
+            &[("app", "skipped", 0.0, None), ("lib", "built", 7.0, None)],
+        ),
+        run(
+            "r3",
+            3,
+            &[("app", "built", 30.0, None), ("lib", "skipped", 0.0, None)],
+        ),
+        run(
+            "r4",
+            4,
+            &[("app", "skipped", 0.0, None), ("lib", "failed", 2.0, None)],
+        ),
+    ];
+    for r in &runs {
+        h.record_run(r).unwrap();
+    }
+    let by_reading = |limit: usize| {
+        let mut out = std::collections::BTreeMap::new();
+        for t in h
+            .runs(None, limit)
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.targets.clone())
+        {
+            if t.outcome == "built" {
+                out.entry(t.target).or_insert(t.duration_s);
+            }
+        }
+        out
+    };
+    for limit in [1, 2, 3, 4, 200] {
+        assert_eq!(
+            h.last_built(limit).unwrap(),
+            by_reading(limit),
+            "limit {limit}"
+        );
+    }
+    assert_eq!(h.last_built(200).unwrap().get("app"), Some(&30.0));
+    assert_eq!(h.last_built(200).unwrap().get("lib"), Some(&7.0));
+    assert_eq!(h.last_built(2).unwrap().get("lib"), None);
+    // The shared handle is one per file, and a file replaced is opened anew.
+    let a = History::shared(&path).unwrap();
+    let b = History::shared(&path).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    drop((a, b, h));
+    std::fs::remove_file(&path).unwrap();
+    let _ = std::fs::remove_file(path.with_extension("sqlite-wal"));
+    let _ = std::fs::remove_file(path.with_extension("sqlite-shm"));
+    let fresh = History::shared(&path).unwrap();
+    assert!(fresh.runs(None, 10).unwrap().is_empty());
+}
+
 #[test]
 fn a_run_that_makes_no_sense_is_refused_and_nothing_is_written() {
     let d = dir();

@@ -41,7 +41,7 @@ pub fn learned(path: &Path) -> BTreeMap<String, LearnedCost> {
     let c = if !path.exists() {
         BTreeMap::new()
     } else {
-        match History::open(path).and_then(|h| h.costs(1)) {
+        match History::shared(path).and_then(|h| h.costs(1)) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("warning: build history not used: {e}");
@@ -152,7 +152,7 @@ pub fn record(
     if events.is_empty() {
         return;
     }
-    let r = History::open(path).and_then(|h| events.iter().try_for_each(|e| h.record(e)));
+    let r = History::shared(path).and_then(|h| events.iter().try_for_each(|e| h.record(e)));
     if let Err(e) = r {
         eprintln!("warning: could not record the build history: {e}");
     }

@@ -1234,6 +1234,7 @@ fn formatlist(args: &[Value]) -> Result<Value, FuncError> {
 // ------------------------------------------------------------------ regular expressions
 
 /// A Go `regexp/syntax` error: its code text and the offending expression.
+#[derive(Clone)]
 struct ReError {
     code: &'static str,
     expr: String,
@@ -1269,6 +1270,7 @@ fn consumed<'a>(before: &'a str, after: &str) -> &'a str {
 
 /// A compiled Go regular expression: the translated `regex::Regex` and the names
 /// of its capture groups (index 0 is the whole match; unnamed groups are "").
+#[derive(Clone)]
 struct GoRegex {
     re: regex::Regex,
     names: Vec<String>,
@@ -1756,7 +1758,24 @@ fn translate_go_regex(src: &str) -> Result<(String, Vec<String>), ReError> {
 }
 
 /// Go's `regexp.Compile`.
+/// Compiled once per process: a bake file is evaluated more than once a run
+/// (its stamp variables' views), each time calling its `regex*` functions with the
+/// same patterns, and compiling a pattern costs far more than matching it.
 fn compile_go_regex(src: &str) -> Result<GoRegex, ReError> {
+    type Compiled = std::collections::HashMap<String, Result<GoRegex, ReError>>;
+    static COMPILED: std::sync::OnceLock<std::sync::Mutex<Compiled>> = std::sync::OnceLock::new();
+    let memo = COMPILED.get_or_init(Default::default);
+    if let Some(known) = memo.lock().ok().and_then(|m| m.get(src).cloned()) {
+        return known;
+    }
+    let compiled = compile_go_regex_now(src);
+    if let Ok(mut m) = memo.lock() {
+        m.insert(src.to_string(), compiled.clone());
+    }
+    compiled
+}
+
+fn compile_go_regex_now(src: &str) -> Result<GoRegex, ReError> {
     let (pattern, names) = translate_go_regex(src)?;
     let re = regex::RegexBuilder::new(&pattern)
         .nest_limit(1000)

@@ -334,7 +334,7 @@ impl Pattern {
             re.push('$');
             goregex::translate(&re)
                 .ok()
-                .and_then(|rust| Regex::new(&rust).ok())
+                .and_then(|rust| compiled(&rust))
                 .ok_or(())
         });
         Self {
@@ -407,4 +407,21 @@ impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.cleaned)
     }
+}
+
+/// `rust` compiled once per process: a run walks a context, and asks whether each
+/// target's Dockerfile is excluded, with the same `.dockerignore` patterns many times
+/// (compiling them cost more than the walk's matching in a profile of a no-op run).
+fn compiled(rust: &str) -> Option<Regex> {
+    type Compiled = std::collections::HashMap<String, Option<Regex>>;
+    static COMPILED: std::sync::OnceLock<std::sync::Mutex<Compiled>> = std::sync::OnceLock::new();
+    let memo = COMPILED.get_or_init(Default::default);
+    if let Some(known) = memo.lock().ok().and_then(|m| m.get(rust).cloned()) {
+        return known;
+    }
+    let re = Regex::new(rust).ok();
+    if let Ok(mut m) = memo.lock() {
+        m.insert(rust.to_string(), re.clone());
+    }
+    re
 }

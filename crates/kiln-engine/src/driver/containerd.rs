@@ -4,9 +4,9 @@
 //! Engine API (`/images/{name}/json`, `/images/{name}/history`, a filtered
 //! `/images/json`) walks every image the engine holds (moby/moby#47564):
 //! 7 ms each at ~550 images on the reference machine, and a no-op run of
-//! 15 targets asks 16 of them. The same store answers one `Images.List`
-//! of containerd's API, filtered by every name at once, in about a
-//! millisecond: its image records are dockerd's tags, each naming the
+//! 15 targets asks 16 of them. The same store answers containerd's own
+//! `Images.Get` of each name, all at once on one connection, in about two
+//! milliseconds: its image records are dockerd's tags, each naming the
 //! digest that dockerd calls the image's id.
 //!
 //! Where the store is: dockerd's own `/info` (`Containerd.Address` and
@@ -173,18 +173,18 @@ fn from_daemon(
     })
 }
 
-/// containerd's `ListImagesRequest`.
+/// containerd's `GetImageRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
-struct ListImagesRequest {
-    #[prost(string, repeated, tag = "1")]
-    filters: Vec<String>,
+struct GetImageRequest {
+    #[prost(string, tag = "1")]
+    name: String,
 }
 
-/// containerd's `ListImagesResponse`.
+/// containerd's `GetImageResponse`.
 #[derive(Clone, PartialEq, prost::Message)]
-struct ListImagesResponse {
-    #[prost(message, repeated, tag = "1")]
-    images: Vec<Image>,
+struct GetImageResponse {
+    #[prost(message, optional, tag = "1")]
+    image: Option<Image>,
 }
 
 /// containerd's `Image`, the fields read here.
@@ -206,13 +206,17 @@ struct Descriptor {
 }
 
 /// The images of `names` (fully normalised, `docker.io/library/busybox:latest`)
-/// that the store holds, each with the digest it names: one `Images.List`
-/// filtered by all of them. An error says why the store could not answer.
+/// that the store holds, each with the digest it names. One `Images.Get` per
+/// name, all at once on one connection: a lookup of one key in containerd's
+/// database each. (One `Images.List` filtered by every name evaluates each
+/// filter against every image the store holds: 5–7 ms for 16 names at ~600
+/// images, against ~2 ms for the same names by `Get`, connection included.)
+/// An error says why the store could not answer.
 pub async fn images(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, String> {
     if names.is_empty() {
         return Ok(Vec::new());
     }
-    tokio::time::timeout(BOUND, list(store, names))
+    tokio::time::timeout(BOUND, get_all(store, names))
         .await
         .map_err(|_| {
             format!(
@@ -223,7 +227,10 @@ pub async fn images(store: &Store, names: &[String]) -> Result<Vec<(String, Stri
         })?
 }
 
-async fn list(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, String> {
+/// A connection to the store, for one question. (Not kept for the next: its
+/// HTTP/2 task runs on the runtime that opened it, and kiln's preflight and
+/// its run each have their own.)
+async fn channel(store: &Store) -> Result<tonic::transport::Channel, String> {
     let path = PathBuf::from(&store.address);
     let connector = tower::service_fn(move |_: tonic::transport::Uri| {
         let path = path.clone();
@@ -233,53 +240,57 @@ async fn list(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, 
         }
     });
     // The URI is not used: the connector dials the socket.
-    let channel = tonic::transport::Endpoint::from_static("http://containerd")
+    tonic::transport::Endpoint::from_static("http://containerd")
         .connect_with_connector(connector)
         .await
-        .map_err(|e| kiln_util::error_chain(&e))?;
-    let mut grpc = tonic::client::Grpc::new(channel);
-    grpc.ready().await.map_err(|e| kiln_util::error_chain(&e))?;
-    let filters = names
-        .iter()
-        .map(|n| format!("name=={}", quoted(n)))
-        .collect();
-    let mut request = tonic::Request::new(ListImagesRequest { filters });
-    let namespace = store.namespace.parse().map_err(|_| {
+        .map_err(|e| kiln_util::error_chain(&e))
+}
+
+async fn get_all(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, String> {
+    let channel = channel(store).await?;
+    let namespace: tonic::metadata::MetadataValue<_> = store.namespace.parse().map_err(|_| {
         format!(
             "namespace {:?} is not a valid header value",
             store.namespace
         )
     })?;
-    request
-        .metadata_mut()
-        .insert("containerd-namespace", namespace);
-    let method = tonic::codegen::http::uri::PathAndQuery::from_static(
-        "/containerd.services.images.v1.Images/List",
-    );
-    let response: tonic::Response<ListImagesResponse> = grpc
-        .unary(request, method, tonic_prost::ProstCodec::default())
-        .await
-        .map_err(|s| format!("{}: {}", s.code(), s.message()))?;
-    Ok(response
-        .into_inner()
-        .images
-        .into_iter()
-        .filter_map(|i| Some((i.name, i.target?.digest)))
-        .collect())
-}
-
-/// `s` as a quoted string of containerd's filter syntax.
-fn quoted(s: &str) -> String {
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('"');
-    for c in s.chars() {
-        if c == '"' || c == '\\' {
-            q.push('\\');
+    let asked = names.iter().map(|name| {
+        let (channel, namespace) = (channel.clone(), namespace.clone());
+        async move {
+            let mut grpc = tonic::client::Grpc::new(channel);
+            grpc.ready().await.map_err(|e| kiln_util::error_chain(&e))?;
+            let mut request = tonic::Request::new(GetImageRequest { name: name.clone() });
+            request
+                .metadata_mut()
+                .insert("containerd-namespace", namespace);
+            let method = tonic::codegen::http::uri::PathAndQuery::from_static(
+                "/containerd.services.images.v1.Images/Get",
+            );
+            match grpc
+                .unary::<_, GetImageResponse, _>(
+                    request,
+                    method,
+                    tonic_prost::ProstCodec::default(),
+                )
+                .await
+            {
+                Ok(r) => Ok(r
+                    .into_inner()
+                    .image
+                    .and_then(|i| Some((i.name, i.target?.digest)))),
+                Err(s) if s.code() == tonic::Code::NotFound => Ok(None),
+                Err(s) => Err(format!("{}: {}", s.code(), s.message())),
+            }
         }
-        q.push(c);
+    });
+    let answers = futures_util::future::join_all(asked).await;
+    let mut found = Vec::new();
+    for a in answers {
+        if let Some(image) = a? {
+            found.push(image);
+        }
     }
-    q.push('"');
-    q
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -347,11 +358,5 @@ mod tests {
             from_daemon(&args("/usr/bin/socat UNIX-LISTEN:x"), None, none),
             None
         );
-    }
-
-    #[test]
-    fn filter_values_are_quoted() {
-        assert_eq!(quoted("127.0.0.1:5000/a/b:1"), "\"127.0.0.1:5000/a/b:1\"");
-        assert_eq!(quoted("a\"b\\c"), "\"a\\\"b\\\\c\"");
     }
 }

@@ -744,7 +744,22 @@ pub fn save(kiln_dir: &Path, report: &mut RunReport) -> std::io::Result<PathBuf>
     let last_tmp = dir.join(format!(".last.tmp-{}", std::process::id()));
     std::fs::write(&last_tmp, format!("{name}\n"))?;
     std::fs::rename(&last_tmp, dir.join("last"))?;
-    // Only the newest runs are kept (with their rendered pages).
+    // Only the newest runs are kept (with their rendered pages). Their
+    // names are counted first: the times that order them are read only
+    // when there are too many.
+    let recorded = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".json") && !name.starts_with('.')
+        })
+        .count();
+    if recorded <= KEEP {
+        return Ok(path);
+    }
     let runs = list(kiln_dir);
     for old in runs.iter().take(runs.len().saturating_sub(KEEP)) {
         let stem = safe_name(old);

@@ -126,7 +126,7 @@ fn record_run(
             })
             .collect(),
     };
-    let r = kiln_store::history::History::open(history).and_then(|h| h.record_run(&entry));
+    let r = kiln_store::history::History::shared(history).and_then(|h| h.record_run(&entry));
     if let Err(e) = r {
         eprintln!("warning: could not record the run in the build history: {e}");
     }
@@ -137,17 +137,11 @@ fn record_run(
 /// newest run of the history that built it, among the runs a project
 /// keeps): the most skipping it can save. Empty without a history.
 fn last_builds(history: &std::path::Path) -> std::collections::HashMap<String, f64> {
-    let mut out = std::collections::HashMap::new();
     if !history.exists() {
-        return out;
+        return std::collections::HashMap::new();
     }
-    let runs = kiln_store::history::History::open(history)
-        .and_then(|h| h.runs(None, crate::report::KEEP))
-        .unwrap_or_default();
-    for t in runs.iter().flat_map(|r| &r.targets) {
-        if t.outcome == "built" {
-            out.entry(t.target.clone()).or_insert(t.duration_s);
-        }
-    }
-    out
+    kiln_store::history::History::shared(history)
+        .and_then(|h| h.last_built(crate::report::KEEP))
+        .map(|m| m.into_iter().collect())
+        .unwrap_or_default()
 }
