@@ -63,24 +63,52 @@ pub fn list_for_keys(
     dir: &Path,
     dockerfile_rel: Option<&str>,
 ) -> Result<std::sync::Arc<Vec<Entry>>, EngineError> {
-    type Listed = std::collections::HashMap<
-        (std::path::PathBuf, Vec<String>, Option<String>),
-        std::sync::Arc<Vec<Entry>>,
-    >;
+    // One slot per listing: a caller that comes while another walks the
+    // same context (the prewarming thread, see [`prewarm`]) waits for that
+    // walk instead of making its own. A failed walk is not kept.
+    type Slot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<Vec<Entry>>>>;
+    type Listed =
+        std::collections::HashMap<(std::path::PathBuf, Vec<String>, Option<String>), Slot>;
     static LISTED: std::sync::OnceLock<std::sync::Mutex<Listed>> = std::sync::OnceLock::new();
     let memo = LISTED.get_or_init(Default::default);
     let patterns = dockerignore(dir)?;
     let excluded = matcher_for(&patterns)
         .and_then(|m| kiln_dockerfile::ignore::excluded_dockerfile_by(&m, dir, dockerfile_rel));
     let k = (dir.to_path_buf(), patterns, excluded);
-    if let Some(e) = memo.lock().ok().and_then(|m| m.get(&k).cloned()) {
-        return Ok(e);
+    let slot: Slot = match memo.lock() {
+        Ok(mut m) => m.entry(k.clone()).or_default().clone(),
+        Err(_) => Default::default(),
+    };
+    let mut failed = None;
+    let entries = slot.get_or_init(|| match walk(dir, k.1.clone(), dockerfile_rel, true) {
+        Ok(e) => std::sync::Arc::new(e),
+        Err(e) => {
+            failed = Some(e);
+            std::sync::Arc::new(Vec::new())
+        }
+    });
+    if let Some(e) = failed {
+        if let Ok(mut m) = memo.lock() {
+            m.remove(&k);
+        }
+        return Err(e);
     }
-    let entries = std::sync::Arc::new(walk(dir, k.1.clone(), dockerfile_rel, true)?);
-    if let Ok(mut m) = memo.lock() {
-        m.insert(k, entries.clone());
-    }
-    Ok(entries)
+    Ok(entries.clone())
+}
+
+/// Starts listing, on a thread of its own, the contexts that `contexts`
+/// (each a context and its Dockerfile relative to it) will read for their
+/// keys, so that the walks run beside the work before the keys (bake
+/// planning, the preflight) rather than after it. Errors are left for the
+/// keys to meet.
+pub fn prewarm(contexts: Vec<(std::path::PathBuf, Option<String>)>) {
+    let _ = std::thread::Builder::new()
+        .name("kiln-prewarm".into())
+        .spawn(move || {
+            for (dir, df) in contexts {
+                let _ = list_for_keys(&dir, df.as_deref());
+            }
+        });
 }
 
 /// `patterns` (and kiln's state directory) compiled once per process: the

@@ -268,6 +268,27 @@ pub fn external_images(spec: &BuildSpec, platform: &str) -> Result<Vec<String>, 
         .collect())
 }
 
+/// The Dockerfile's path relative to the build context, when it is inside.
+fn dockerfile_in_context(spec: &BuildSpec) -> Option<String> {
+    spec.dockerfile
+        .strip_prefix(&spec.context)
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
+/// Starts listing the build contexts the keys of `specs` will read, on a
+/// thread of its own ([`context::prewarm`]).
+pub fn prewarm_contexts(specs: &[BuildSpec]) {
+    let mut contexts: Vec<(std::path::PathBuf, Option<String>)> = specs
+        .iter()
+        .filter(|s| s.join.is_empty())
+        .map(|s| (s.context.clone(), dockerfile_in_context(s)))
+        .collect();
+    contexts.sort();
+    contexts.dedup();
+    context::prewarm(contexts);
+}
+
 /// Builds the input manifest of `spec`.
 ///
 /// `images`: external image → digest (missing ones are recorded as
@@ -306,12 +327,7 @@ pub fn gather_for_build(
     let spec: &BuildSpec = &keyed;
     let text = dockerfile_text(spec)?;
     let a = reads(spec, &text, platform)?;
-    let df_rel = spec
-        .dockerfile
-        .strip_prefix(&spec.context)
-        .ok()
-        .map(|p| p.display().to_string());
-    let entries = context::list_for_keys(&spec.context, df_rel.as_deref())?;
+    let entries = context::list_for_keys(&spec.context, dockerfile_in_context(spec).as_deref())?;
     let all: Vec<ContextFile> = entries
         .iter()
         .map(|e| ContextFile {

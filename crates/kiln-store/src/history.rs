@@ -56,6 +56,9 @@ pub const STATUS_BUILT: &str = "built";
 /// [`BuildEvent::status`] of a build that failed.
 pub const STATUS_FAILED: &str = "failed";
 
+/// The size of the write-ahead log past which [`History::open`] empties it.
+const WAL_LIMIT: u64 = 512 * 1024;
+
 const SCHEMA_V1: &str = "
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -202,6 +205,18 @@ impl History {
         // loss, never consistency.
         conn.execute_batch("PRAGMA synchronous = NORMAL")
             .map_err(|e| sql_error(path, "setting synchronous", e))?;
+        // A [`History::shared`] handle is never closed, so it never
+        // checkpoints on close, and a process's first connection cannot
+        // restart the write-ahead log (it rebuilds the log's index by reading
+        // the whole log, not knowing what was checkpointed): the log grew by
+        // each run (8 MB, and that read a fifth of a no-op run). Past
+        // `WAL_LIMIT` it is checkpointed and emptied here, once every few runs.
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_LIMIT) {
+            // A reader elsewhere may keep it from emptying: tried next time.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
         Ok(History {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),

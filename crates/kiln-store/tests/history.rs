@@ -719,6 +719,29 @@ fn last_built_is_the_newest_build_among_the_kept_runs() {
     assert!(fresh.runs(None, 10).unwrap().is_empty());
 }
 
+/// A write-ahead log left long (by handles that never close) is emptied
+/// when the history is opened, and nothing in it is lost.
+#[test]
+fn a_long_write_ahead_log_is_emptied_when_the_history_is_opened() {
+    let path = dir().join("history.sqlite");
+    let h = History::open(&path).unwrap();
+    for i in 0..200 {
+        let r = run(
+            &format!("r{i}"),
+            i,
+            &[("app", "built", 1.0, None), ("lib", "skipped", 0.0, None)],
+        );
+        h.record_run(&r).unwrap();
+    }
+    let wal = path.with_file_name("history.sqlite-wal");
+    let len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(len() > 512 * 1024, "the log holds {} bytes", len());
+    let again = History::open(&path).unwrap();
+    assert!(len() <= 512 * 1024, "the log holds {} bytes", len());
+    assert_eq!(again.runs(None, 1000).unwrap().len(), 200);
+    drop(h);
+}
+
 #[test]
 fn a_run_that_makes_no_sense_is_refused_and_nothing_is_written() {
     let d = dir();

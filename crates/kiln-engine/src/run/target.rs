@@ -948,58 +948,85 @@ pub(super) async fn warm(
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut refs: Vec<String> = Vec::new();
     let mut tags: Vec<String> = Vec::new();
-    for spec in specs {
-        let Ok(keyed) = key_on(
-            &node.resolver,
-            spec,
-            specs,
-            &outputs,
-            opts.stat_cache.clone(),
-        )
-        .await
-        else {
-            continue;
-        };
-        warmed.insert(
-            spec.name.clone(),
-            (upstream_outputs(spec, &outputs), keyed.clone()),
-        );
-        let Some(key) = keyed.key.filter(|_| keyed.volatile.is_empty()) else {
-            continue;
-        };
-        match store_call(&opts.store, move |s| s.get(&key)).await {
-            Ok(Lookup::Hit(entry)) => {
-                // The skip checks the unique reference and every tag (of an
-                // image the engine would hold).
-                if !spec.registry_only() {
-                    refs.push(local_ref(&spec.name, &entry.record.image_id));
-                    tags.extend(spec.tags.iter().cloned());
-                }
-                // And, pushing, what each tag names in its registry.
-                if spec.push
-                    && entry.record.digest.is_some()
-                    && let Some(registry) = node.resolver.registry()
-                    && let Ok(mut heads) = heads.lock()
-                {
-                    for t in &spec.tags {
-                        let (r, tag) = (registry.clone(), t.clone());
-                        let head = async move {
-                            let answer = r.resolve(&tag).await.ok();
-                            (Instant::now(), answer)
-                        }
-                        .boxed()
-                        .shared();
-                        tokio::spawn(head.clone());
-                        heads.insert(t.clone(), head);
-                    }
-                }
-                outputs.insert(spec.name.clone(), entry.record.image_id);
-            }
-            Ok(_) => {}
-            // A store that does not answer: the run finds out (and says so)
-            // itself; the guess stops here rather than wait per target.
-            Err(_) => break,
+    let names: std::collections::HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let mut settled: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut left: Vec<&BuildSpec> = specs.iter().collect();
+    'levels: while !left.is_empty() {
+        // The targets whose upstreams are all settled are keyed and looked up
+        // at once: their inputs are gathered side by side on the blocking
+        // pool. (The plan has no cycles; should nothing be ready, the rest is
+        // taken as one level.)
+        let (mut ready, mut rest): (Vec<&BuildSpec>, Vec<&BuildSpec>) =
+            left.into_iter().partition(|s| {
+                s.deps
+                    .iter()
+                    .all(|d| settled.contains(d.as_str()) || !names.contains(d.as_str()))
+            });
+        if ready.is_empty() {
+            ready = std::mem::take(&mut rest);
         }
+        let looked = futures_util::future::join_all(ready.iter().map(|spec| {
+            let outputs = &outputs;
+            async move {
+                let keyed = key_on(
+                    &node.resolver,
+                    spec,
+                    specs,
+                    outputs,
+                    opts.stat_cache.clone(),
+                )
+                .await
+                .ok()?;
+                let found = match keyed.key.clone().filter(|_| keyed.volatile.is_empty()) {
+                    Some(key) => Some(store_call(&opts.store, move |s| s.get(&key)).await),
+                    None => None,
+                };
+                Some((keyed, found))
+            }
+        }))
+        .await;
+        for (spec, looked) in ready.iter().zip(looked) {
+            settled.insert(spec.name.as_str());
+            let Some((keyed, found)) = looked else {
+                continue;
+            };
+            warmed.insert(spec.name.clone(), (upstream_outputs(spec, &outputs), keyed));
+            match found {
+                Some(Ok(Lookup::Hit(entry))) => {
+                    // The skip checks the unique reference and every tag (of
+                    // an image the engine would hold).
+                    if !spec.registry_only() {
+                        refs.push(local_ref(&spec.name, &entry.record.image_id));
+                        tags.extend(spec.tags.iter().cloned());
+                    }
+                    // And, pushing, what each tag names in its registry.
+                    if spec.push
+                        && entry.record.digest.is_some()
+                        && let Some(registry) = node.resolver.registry()
+                        && let Ok(mut heads) = heads.lock()
+                    {
+                        for t in &spec.tags {
+                            let (r, tag) = (registry.clone(), t.clone());
+                            let head = async move {
+                                let answer = r.resolve(&tag).await.ok();
+                                (Instant::now(), answer)
+                            }
+                            .boxed()
+                            .shared();
+                            tokio::spawn(head.clone());
+                            heads.insert(t.clone(), head);
+                        }
+                    }
+                    outputs.insert(spec.name.clone(), entry.record.image_id);
+                }
+                Some(Ok(_)) | None => {}
+                // A store that does not answer: the run finds out (and says
+                // so) itself; the guess stops here rather than wait per
+                // target.
+                Some(Err(_)) => break 'levels,
+            }
+        }
+        left = rest;
     }
     if let Some(engine) = &node.engine {
         let refs: Vec<&str> = refs.iter().map(String::as_str).collect();

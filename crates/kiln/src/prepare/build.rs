@@ -47,6 +47,8 @@ pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
     let bake = load(&s.bake)?;
     let planned = build_plan(&bake, &s.bake, &s.targets)?;
     let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
+    // The contexts the keys read are listed while the rest is prepared.
+    kiln_engine::inputs::prewarm_contexts(&specs);
     if s.fleet.is_some()
         && let Some(untagged) = specs.iter().find(|sp| sp.tags.is_empty())
     {
