@@ -23,6 +23,8 @@ pub struct Prepared {
     /// The nodes and their build slots: the live view's lanes and the
     /// report's planned schedule.
     pub lanes: Vec<(String, usize)>,
+    /// The schedule kiln plans: on a fleet, the one that places targets;
+    /// on one engine, planned only for the live view (empty otherwise).
     pub schedule: crate::report::Planned,
     /// The compiler cache's secret file, alive while the run is.
     pub compiler_cache: Option<kiln_engine::proc::TempDir>,
@@ -144,8 +146,15 @@ pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
             s.jobs.max(1),
         )]
     };
+    // Off a fleet only the live view reads it (its expected times): other
+    // progress modes do not plan it (the report plans what the run did).
+    let live_view = matches!(
+        s.progress,
+        crate::cli::Progress::Tty | crate::cli::Progress::Auto
+    ) && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let schedule = match fleet_planned {
         Some(p) => p,
+        None if !live_view => Default::default(),
         None => crate::prepare::fleet::plan_for_report(
             &specs,
             crate::prepare::fleet::ReportNodes::One {

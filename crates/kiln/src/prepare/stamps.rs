@@ -74,8 +74,17 @@ pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
     for v in &declared {
         keyed_opts.vars.insert(v.to_string(), STAND_IN.to_string());
     }
-    let real = kiln_bake::load_paths(&s.files, &real_opts).map_err(CliError::from)?;
-    let keyed = kiln_bake::load_paths(&s.files, &keyed_opts).map_err(CliError::from)?;
+    // The two evaluations are independent: side by side.
+    let (real, keyed) = std::thread::scope(|scope| {
+        let keyed = scope.spawn(|| kiln_bake::load_paths(&s.files, &keyed_opts));
+        let real = kiln_bake::load_paths(&s.files, &real_opts);
+        (real, keyed.join())
+    });
+    let real = real.map_err(CliError::from)?;
+    let keyed = match keyed {
+        Ok(k) => k.map_err(CliError::from)?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
     Ok(Some(Views {
         real,
         keyed,
