@@ -104,6 +104,13 @@ CREATE TABLE run_targets (
 CREATE INDEX run_targets_by_target ON run_targets (target);
 ";
 
+/// Indexes any version may carry (an older kiln ignores them): the
+/// `built` rows of each run, which [`History::last_built`] reads (a run
+/// that changed nothing has none).
+const INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS run_targets_built ON run_targets (run_id) WHERE outcome = 'built';
+";
+
 /// One run, as `kiln build` finished it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunEntry {
@@ -694,6 +701,7 @@ fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
         }
         tx.execute_batch(SCHEMA_V1).map_err(err)?;
         tx.execute_batch(SCHEMA_V2).map_err(err)?;
+        tx.execute_batch(INDEXES).map_err(err)?;
         tx.execute(
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
             [SCHEMA_VERSION.to_string()],
@@ -717,11 +725,15 @@ fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
         ));
     };
     match version.trim().parse::<u32>() {
-        Ok(SCHEMA_VERSION) => Ok(()),
+        Ok(SCHEMA_VERSION) => {
+            tx.execute_batch(INDEXES).map_err(err)?;
+            tx.commit().map_err(err)
+        }
         // Migrations, each one step, in this transaction, ending with the
         // version updated.
         Ok(1) => {
             tx.execute_batch(SCHEMA_V2).map_err(err)?;
+            tx.execute_batch(INDEXES).map_err(err)?;
             tx.execute(
                 "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
                 [SCHEMA_VERSION.to_string()],
