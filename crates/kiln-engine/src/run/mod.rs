@@ -110,6 +110,7 @@ pub async fn run(
         busy: std::sync::atomic::AtomicBool::new(false),
         claims_unsupported: std::sync::atomic::AtomicBool::new(false),
         heads: Default::default(),
+        warm_hits: Default::default(),
     });
     if shared.opts.require_store
         && let Err(why) = shared.writable().await
@@ -119,9 +120,12 @@ pub async fn run(
         )));
     }
     if !shared.fleet && !shared.opts.force {
-        let warmed =
+        let (warmed, hits) =
             target::warm(&shared.nodes[0], &shared.specs, &shared.opts, &shared.heads).await;
         let _ = shared.warmed.set(warmed);
+        if let Ok(mut h) = shared.warm_hits.lock() {
+            *h = hits;
+        }
     }
     let mut s = Scheduler::new(shared, placement, eligible);
     s.drive().await;

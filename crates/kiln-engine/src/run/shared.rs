@@ -76,6 +76,10 @@ pub(super) struct Shared {
     /// Keys the warm-up computed (`warm`), each with the upstream outputs
     /// it assumed: the run takes one when its upstreams came out the same.
     pub(super) warmed: std::sync::OnceLock<HashMap<String, (Outputs, Keyed)>>,
+    /// The records the warm-up found, by key: the run's first lookup of a
+    /// key takes its answer (once, and only while nothing has been built or
+    /// pulled) instead of reading and verifying the record again.
+    pub(super) warm_hits: std::sync::Mutex<HashMap<String, kiln_store::Lookup>>,
     /// A lookup failed because the store did not answer: it is not asked
     /// again in this run.
     pub(super) store_down: std::sync::atomic::AtomicBool,

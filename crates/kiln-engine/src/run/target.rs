@@ -313,6 +313,11 @@ async fn lookup(sh: &Shared, key: &str, warn: &impl Fn(String)) -> Result<Lookup
     if sh.store_down.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(Lookup::Miss);
     }
+    if !sh.busy.load(std::sync::atomic::Ordering::Relaxed)
+        && let Some(found) = sh.warm_hits.lock().ok().and_then(|mut h| h.remove(key))
+    {
+        return Ok(found);
+    }
     let k = key.to_string();
     match store_call(&sh.opts.store, move |s| s.get(&k)).await {
         Ok(l) => Ok(l),
@@ -942,9 +947,13 @@ pub(super) async fn warm(
     specs: &[BuildSpec],
     opts: &RunOptions,
     heads: &std::sync::Mutex<HashMap<String, super::shared::Head>>,
-) -> HashMap<String, (Outputs, Keyed)> {
+) -> (
+    HashMap<String, (Outputs, Keyed)>,
+    HashMap<String, kiln_store::Lookup>,
+) {
     use futures_util::FutureExt;
     let mut warmed = HashMap::new();
+    let mut hits = HashMap::new();
     let mut outputs: HashMap<String, String> = HashMap::new();
     let mut refs: Vec<String> = Vec::new();
     let mut tags: Vec<String> = Vec::new();
@@ -1017,7 +1026,8 @@ pub(super) async fn warm(
                             heads.insert(t.clone(), head);
                         }
                     }
-                    outputs.insert(spec.name.clone(), entry.record.image_id);
+                    outputs.insert(spec.name.clone(), entry.record.image_id.clone());
+                    hits.insert(entry.record.key.clone(), Lookup::Hit(entry));
                 }
                 Some(Ok(_)) | None => {}
                 // A store that does not answer: the run finds out (and says
@@ -1033,5 +1043,5 @@ pub(super) async fn warm(
         let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
         engine.prefetch_recorded(&refs, &tags).await;
     }
-    warmed
+    (warmed, hits)
 }
