@@ -120,22 +120,13 @@ pub fn prewarm(contexts: Vec<(std::path::PathBuf, Option<String>)>) {
 fn matcher_for(
     patterns: &[String],
 ) -> Option<std::sync::Arc<kiln_dockerfile::ignore::PatternMatcher>> {
-    type Compiled = std::collections::HashMap<
-        Vec<String>,
-        Option<std::sync::Arc<kiln_dockerfile::ignore::PatternMatcher>>,
-    >;
-    static COMPILED: std::sync::OnceLock<std::sync::Mutex<Compiled>> = std::sync::OnceLock::new();
-    let memo = COMPILED.get_or_init(Default::default);
-    if let Some(m) = memo.lock().ok().and_then(|m| m.get(patterns).cloned()) {
-        return m;
-    }
-    let m = kiln_dockerfile::ignore::PatternMatcher::new(&with_state_dir(patterns.to_vec()))
-        .ok()
-        .map(std::sync::Arc::new);
-    if let Ok(mut memo) = memo.lock() {
-        memo.insert(patterns.to_vec(), m.clone());
-    }
-    m
+    type Compiled = Option<std::sync::Arc<kiln_dockerfile::ignore::PatternMatcher>>;
+    static COMPILED: kiln_util::Memo<Vec<String>, Compiled> = kiln_util::Memo::new();
+    COMPILED.get_or_insert_with(patterns, || {
+        kiln_dockerfile::ignore::PatternMatcher::new(&with_state_dir(patterns.to_vec()))
+            .ok()
+            .map(std::sync::Arc::new)
+    })
 }
 
 /// Every entry of `dir` but kiln's state directory, `.dockerignore` or

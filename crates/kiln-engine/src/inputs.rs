@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use kiln_dockerfile::dockerfile::{RemoteKind, RemoteSource, analyze};
-use kiln_plan::key::{ContextFile, InputManifest, RECIPE, select_files};
+use kiln_plan::key::{ContextFile, InputManifest, RECIPE, is_at_or_below, select_by};
 
 use crate::context;
 use crate::error::EngineError;
@@ -174,8 +174,7 @@ fn reads(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineEr
         BTreeMap<String, String>,
         String,
     );
-    type Memo = std::collections::HashMap<Key, Reads>;
-    static MEMO: std::sync::OnceLock<std::sync::Mutex<Memo>> = std::sync::OnceLock::new();
+    static MEMO: kiln_util::Memo<Key, Reads> = kiln_util::Memo::new();
     let key: Key = (
         spec.dockerfile.clone(),
         text.to_string(),
@@ -186,15 +185,7 @@ fn reads(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineEr
             .collect(),
         platform.to_string(),
     );
-    let memo = MEMO.get_or_init(Default::default);
-    if let Some(r) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return Ok(r);
-    }
-    let r = reads_now(spec, text, platform)?;
-    if let Ok(mut m) = memo.lock() {
-        m.insert(key, r.clone());
-    }
-    Ok(r)
+    MEMO.get_or_try_insert_with(&key, || reads_now(spec, text, platform))
 }
 
 fn reads_now(spec: &BuildSpec, text: &str, platform: &str) -> Result<Reads, EngineError> {
@@ -328,22 +319,12 @@ pub fn gather_for_build(
     let text = dockerfile_text(spec)?;
     let a = reads(spec, &text, platform)?;
     let entries = context::list_for_keys(&spec.context, dockerfile_in_context(spec).as_deref())?;
-    let all: Vec<ContextFile> = entries
-        .iter()
-        .map(|e| ContextFile {
-            path: e.path.clone(),
-            mode: 0,
-            digest: String::new(),
-        })
-        .collect();
-    missing_sources(spec, &a.context_sources, &all)?;
-    let selected: Vec<String> = select_files(&all, &a.context_sources)
+    missing_sources(spec, &a.context_sources, &entries)?;
+    let selected: Vec<String> = select_by(&entries, |e| e.path.as_str(), &a.context_sources)
         .into_iter()
-        .map(|f| f.path)
+        .map(|i| entries[i].path.clone())
         .collect();
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let threads = crate::proc::cores();
     let (hashes, mut stats) = hash_paths(&spec.context, &selected, cache, threads)?;
     // A local-directory named context enters the key as a digest of every
     // file in it (paths, modes, contents): `COPY --from=NAME` and
@@ -431,7 +412,7 @@ pub fn gather_for_build(
 fn missing_sources(
     spec: &BuildSpec,
     sources: &[kiln_dockerfile::dockerfile::ContextSource],
-    all: &[ContextFile],
+    all: &[context::Entry],
 ) -> Result<(), EngineError> {
     use kiln_dockerfile::dockerfile::{PathKind, SourceVia};
     for src in sources {
@@ -446,11 +427,7 @@ fn missing_sources(
         if path.is_empty() || path == "." {
             continue;
         }
-        let under = format!("{path}/");
-        if all
-            .iter()
-            .any(|f| f.path == path || f.path.starts_with(&under))
-        {
+        if all.iter().any(|f| is_at_or_below(&f.path, path)) {
             continue;
         }
         let via = match src.via {

@@ -424,6 +424,13 @@ impl Drop for LogFile {
     }
 }
 
+/// The CPUs this process may use, read once: the standard library reads
+/// the cgroup's quota files each time it is asked.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

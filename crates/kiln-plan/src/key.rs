@@ -94,7 +94,21 @@ fn clean(p: &str) -> String {
 /// context, a path and everything below it, or a glob matching paths or
 /// their parents; `COPY --exclude` patterns remove matches.
 pub fn select_files(all: &[ContextFile], sources: &[ContextSource]) -> Vec<ContextFile> {
-    let mut chosen: BTreeSet<usize> = BTreeSet::new();
+    select_by(all, |f| f.path.as_str(), sources)
+        .into_iter()
+        .map(|i| all[i].clone())
+        .collect()
+}
+
+/// [`select_files`] over any listing: the indices, in order, of the items
+/// of `all` (each a `/`-separated path given by `path_of`) that the
+/// sources read.
+pub fn select_by<T>(
+    all: &[T],
+    path_of: impl Fn(&T) -> &str,
+    sources: &[ContextSource],
+) -> Vec<usize> {
+    let mut chosen = vec![false; all.len()];
     for src in sources {
         let path = clean(&src.path);
         let excludes = if src.excludes.is_empty() {
@@ -107,27 +121,37 @@ pub fn select_files(all: &[ContextFile], sources: &[ContextSource]) -> Vec<Conte
         } else {
             None
         };
-        for (i, f) in all.iter().enumerate() {
-            let hit = match src.kind {
-                PathKind::Whole => true,
-                _ if path.is_empty() => true,
-                PathKind::Glob => glob
-                    .as_ref()
-                    .is_some_and(|m| m.matches_or_parent_matches(&f.path).unwrap_or(false)),
-                PathKind::Directory | PathKind::Path => {
-                    f.path == path || f.path.starts_with(&format!("{path}/"))
-                }
-            };
-            if hit
+        let hit = |f: &str| match src.kind {
+            PathKind::Whole => true,
+            _ if path.is_empty() => true,
+            PathKind::Glob => glob
+                .as_ref()
+                .is_some_and(|m| m.matches_or_parent_matches(f).unwrap_or(false)),
+            PathKind::Directory | PathKind::Path => is_at_or_below(f, &path),
+        };
+        for (i, item) in all.iter().enumerate() {
+            let f = path_of(item);
+            if !chosen[i]
+                && hit(f)
                 && !excludes
                     .as_ref()
-                    .is_some_and(|m| m.matches_or_parent_matches(&f.path).unwrap_or(false))
+                    .is_some_and(|m| m.matches_or_parent_matches(f).unwrap_or(false))
             {
-                chosen.insert(i);
+                chosen[i] = true;
             }
         }
     }
-    chosen.into_iter().map(|i| all[i].clone()).collect()
+    chosen
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.then_some(i))
+        .collect()
+}
+
+/// Whether the `/`-separated `path` is `dir` or a path below it.
+pub fn is_at_or_below(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// One difference between two manifests, for `kiln why`.

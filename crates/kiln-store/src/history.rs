@@ -669,6 +669,11 @@ fn set_wal(path: &Path, conn: &Connection) -> Result<(), StoreError> {
 /// opening a new file at once create the schema once.
 fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
     let err = |e| sql_error(path, "reading the build history's schema", e);
+    // The common case is read without taking the write lock: the current
+    // schema with every index.
+    if is_current(conn).map_err(err)? {
+        return Ok(());
+    }
     let refuse = |detail: String| StoreError::Unavailable {
         location: path.display().to_string(),
         detail,
@@ -751,6 +756,36 @@ fn check_schema(path: &Path, conn: &mut Connection) -> Result<(), StoreError> {
              version {SCHEMA_VERSION}); move it away (kiln starts a new history)"
         ))),
     }
+}
+
+/// Whether the history has the current schema version and every index of
+/// [`INDEXES`] (nothing to create or migrate).
+fn is_current(conn: &Connection) -> rusqlite::Result<bool> {
+    let count = |sql: &str, name: &str| -> rusqlite::Result<bool> {
+        conn.query_row(sql, [name], |r| r.get::<_, i64>(0).map(|n| n > 0))
+    };
+    let table = "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1";
+    let index = "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = ?1";
+    if !count(table, "meta")? {
+        return Ok(false);
+    }
+    for name in INDEXES
+        .split("CREATE INDEX IF NOT EXISTS ")
+        .skip(1)
+        .filter_map(|s| s.split_whitespace().next())
+    {
+        if !count(index, name)? {
+            return Ok(false);
+        }
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(version.is_some_and(|v| v.trim().parse() == Ok(SCHEMA_VERSION)))
 }
 
 /// A SQLite error as a [`StoreError`] naming the file; a file that is not a

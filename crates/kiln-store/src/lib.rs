@@ -190,6 +190,14 @@ pub trait RecordStore: Send + Sync {
         inputs: &serde_json::Value,
         force: bool,
     ) -> Result<PutOutcome, StoreError>;
+    /// After a hit on `record` (a record this store, or a store it also
+    /// reads, verified): makes sure the store holds it, and that its
+    /// target's latest pointer names it. A store that already holds the
+    /// record and its payload is not written to again; otherwise this is
+    /// [`put`](Self::put) without force.
+    fn keep(&self, record: &Record, inputs: &serde_json::Value) -> Result<PutOutcome, StoreError> {
+        self.put(record, inputs, false)
+    }
     /// The most recent record written for a target (for `kiln why`).
     fn latest(&self, target: &str) -> Result<Lookup, StoreError>;
     /// Checks that this process may write to the store, by writing one

@@ -287,7 +287,13 @@ pub(crate) fn put(
         o.replace(&name, &bytes)?;
         PutOutcome::Replaced
     };
-    // 3. The per-target pointer (last writer wins; it is a hint for `why`).
+    point(o, record)?;
+    Ok(outcome)
+}
+
+/// The per-target pointer, the last step of [`put`] (last writer wins; it
+/// is a hint for `why`), written only when it names another key.
+fn point(o: &dyn Objects, record: &Record) -> Result<(), StoreError> {
     let pointer = target_name(&record.target);
     let current = match o.read(&pointer)? {
         Read::Found(b) => Some(b),
@@ -296,7 +302,22 @@ pub(crate) fn put(
     if current.as_deref() != Some(record.key.as_bytes()) {
         o.replace(&pointer, record.key.as_bytes())?;
     }
-    Ok(outcome)
+    Ok(())
+}
+
+/// [`crate::RecordStore::keep`] over objects: a record and payload that
+/// are there were verified by the lookup that found them, so they are not
+/// read, hashed or written again; only the pointer is brought up to date.
+pub(crate) fn keep(
+    o: &dyn Objects,
+    record: &Record,
+    inputs: &serde_json::Value,
+) -> Result<PutOutcome, StoreError> {
+    if o.exists(&record_name(&record.key))? && o.exists(&blob_name(&record.inputs_digest))? {
+        point(o, record)?;
+        return Ok(PutOutcome::AlreadyPresent);
+    }
+    put(o, record, inputs, false)
 }
 
 /// Whether `name` holds a readable record of `key` (what another writer
@@ -358,6 +379,10 @@ impl<T: Objects> RecordStore for T {
         force: bool,
     ) -> Result<PutOutcome, StoreError> {
         put(self, record, inputs, force)
+    }
+
+    fn keep(&self, record: &Record, inputs: &serde_json::Value) -> Result<PutOutcome, StoreError> {
+        keep(self, record, inputs)
     }
 
     fn latest(&self, target: &str) -> Result<Lookup, StoreError> {

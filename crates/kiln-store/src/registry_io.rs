@@ -286,9 +286,8 @@ pub fn insecure(host: &str) -> Option<Insecure> {
 /// The addresses `host[:port]` resolves to (as dockerd checks a registry
 /// against its insecure networks), remembered per host.
 fn resolve(host: &str) -> Vec<IpAddr> {
-    static MEMO: OnceLock<Mutex<HashMap<String, Vec<IpAddr>>>> = OnceLock::new();
-    let memo = MEMO.get_or_init(Default::default);
-    if let Some(v) = memo.lock().ok().and_then(|m| m.get(host).cloned()) {
+    static MEMO: kiln_util::Memo<String, Vec<IpAddr>> = kiln_util::Memo::new();
+    if let Some(v) = MEMO.get(host) {
         return v;
     }
     let (bare, port) = split_host(host);
@@ -298,9 +297,7 @@ fn resolve(host: &str) -> Vec<IpAddr> {
             .map(|it| it.map(|a| a.ip()).collect())
             .unwrap_or_default(),
     };
-    if let Ok(mut m) = memo.lock() {
-        m.insert(host.to_string(), v.clone());
-    }
+    MEMO.insert(host.to_string(), v.clone());
     v
 }
 

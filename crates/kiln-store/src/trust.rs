@@ -315,6 +315,12 @@ impl RecordStore for Trusting {
             None => self.inner.put(record, inputs, force),
         }
     }
+    fn keep(&self, record: &Record, inputs: &serde_json::Value) -> Result<PutOutcome, StoreError> {
+        match &self.signer {
+            Some(k) => self.inner.keep(&k.sign(record), inputs),
+            None => self.inner.keep(record, inputs),
+        }
+    }
     fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
         Ok(self.judged(self.inner.latest(target)?))
     }
@@ -400,6 +406,9 @@ impl RecordStore for Layered {
         force: bool,
     ) -> Result<PutOutcome, StoreError> {
         self.write.put(record, inputs, force)
+    }
+    fn keep(&self, record: &Record, inputs: &serde_json::Value) -> Result<PutOutcome, StoreError> {
+        self.write.keep(record, inputs)
     }
     fn latest(&self, target: &str) -> Result<Lookup, StoreError> {
         self.first(|s| s.latest(target))

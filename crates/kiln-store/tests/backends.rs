@@ -148,6 +148,49 @@ fn protocol(b: &Backend, c: &mut Cases) {
         l.as_ref().ok().and_then(found) == Some(other.clone()),
         || format!("{l:?}"),
     );
+    // Keeping a hit (what a skipped target does): nothing is rewritten,
+    // the latest pointer comes back to it; a record the store lacks (a hit
+    // in a store it also reads) is written.
+    let mut stale = other.clone();
+    stale.image_id = "sha256:7777777777777777".into();
+    let p = s.keep(&stale, &inputs);
+    c.check(
+        "keeping a record the store holds writes no record",
+        matches!(p, Ok(PutOutcome::AlreadyPresent | PutOutcome::Written)),
+        || format!("{p:?}"),
+    );
+    let l = s.get(&k1);
+    c.check(
+        "and the record there stands",
+        l.as_ref().ok().and_then(found) == Some(other.clone()),
+        || format!("{l:?}"),
+    );
+    let l = s.latest("app");
+    c.check(
+        "and latest names it again",
+        l.as_ref().ok().and_then(found) == Some(other.clone()),
+        || format!("{l:?}"),
+    );
+    let r6 = record(&key(6), "kept", "sha256:8888888888888888", &inputs2);
+    let p = s.keep(&r6, &inputs2);
+    c.check(
+        "keeping a record the store lacks writes it",
+        matches!(p, Ok(PutOutcome::Written)),
+        || format!("{p:?}"),
+    );
+    let l = (b.another)().get(&key(6));
+    c.check(
+        "and it reads back with its inputs",
+        matches!(&l, Ok(Lookup::Hit(e)) if e.inputs == inputs2)
+            && l.as_ref().ok().and_then(found) == Some(r6.clone()),
+        || format!("{l:?}"),
+    );
+    let p = s.put(&r2, &inputs2, false);
+    c.check(
+        "putting the second key again moves latest back",
+        p.is_ok() && s.latest("app").ok().as_ref().and_then(found) == Some(r2.clone()),
+        || format!("{p:?}"),
+    );
     let mut bad = record(&key(3), "app", "sha256:4444444444444444", &inputs);
     bad.inputs_digest = "blake3:00".into();
     let p = s.put(&bad, &inputs, false);

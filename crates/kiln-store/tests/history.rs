@@ -798,3 +798,34 @@ fn a_version_1_history_is_migrated_and_keeps_its_builds() {
     assert_eq!(v, SCHEMA_VERSION.to_string());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_current_history_without_a_later_index_gets_it_when_opened() {
+    let d = dir();
+    std::fs::create_dir_all(&d).unwrap();
+    let path = d.join("history.sqlite");
+    let index_count = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'run_targets_built'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    drop(History::open(&path).unwrap());
+    // A history written before the index was added (same schema version).
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        assert_eq!(index_count(&conn), 1);
+        conn.execute_batch("DROP INDEX run_targets_built").unwrap();
+        assert_eq!(index_count(&conn), 0);
+    }
+    drop(History::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(
+        index_count(&conn),
+        1,
+        "the index is created when the history is opened"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

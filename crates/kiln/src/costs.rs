@@ -32,27 +32,21 @@ pub enum Source {
 /// of them (`report::record::record_build`). Each reading opened the
 /// SQLite file, parsed its schema and ran the query again.
 pub fn learned(path: &Path) -> BTreeMap<String, LearnedCost> {
-    type Read = std::collections::HashMap<std::path::PathBuf, BTreeMap<String, LearnedCost>>;
-    static READ: std::sync::OnceLock<std::sync::Mutex<Read>> = std::sync::OnceLock::new();
-    let memo = READ.get_or_init(Default::default);
-    if let Some(c) = memo.lock().ok().and_then(|m| m.get(path).cloned()) {
-        return c;
-    }
-    let c = if !path.exists() {
-        BTreeMap::new()
-    } else {
-        match History::shared(path).and_then(|h| h.costs(1)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("warning: build history not used: {e}");
-                BTreeMap::new()
+    static READ: kiln_util::Memo<std::path::PathBuf, BTreeMap<String, LearnedCost>> =
+        kiln_util::Memo::new();
+    READ.get_or_insert_with(path, || {
+        if !path.exists() {
+            BTreeMap::new()
+        } else {
+            match History::shared(path).and_then(|h| h.costs(1)) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("warning: build history not used: {e}");
+                    BTreeMap::new()
+                }
             }
         }
-    };
-    if let Ok(mut m) = memo.lock() {
-        m.insert(path.to_path_buf(), c.clone());
-    }
-    c
+    })
 }
 
 /// The cost of `target` and where it came from.

@@ -1762,17 +1762,8 @@ fn translate_go_regex(src: &str) -> Result<(String, Vec<String>), ReError> {
 /// (its stamp variables' views), each time calling its `regex*` functions with the
 /// same patterns, and compiling a pattern costs far more than matching it.
 fn compile_go_regex(src: &str) -> Result<GoRegex, ReError> {
-    type Compiled = std::collections::HashMap<String, Result<GoRegex, ReError>>;
-    static COMPILED: std::sync::OnceLock<std::sync::Mutex<Compiled>> = std::sync::OnceLock::new();
-    let memo = COMPILED.get_or_init(Default::default);
-    if let Some(known) = memo.lock().ok().and_then(|m| m.get(src).cloned()) {
-        return known;
-    }
-    let compiled = compile_go_regex_now(src);
-    if let Ok(mut m) = memo.lock() {
-        m.insert(src.to_string(), compiled.clone());
-    }
-    compiled
+    static COMPILED: kiln_util::Memo<String, Result<GoRegex, ReError>> = kiln_util::Memo::new();
+    COMPILED.get_or_insert_with(src, || compile_go_regex_now(src))
 }
 
 fn compile_go_regex_now(src: &str) -> Result<GoRegex, ReError> {

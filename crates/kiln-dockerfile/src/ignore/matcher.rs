@@ -413,15 +413,6 @@ impl fmt::Display for Pattern {
 /// target's Dockerfile is excluded, with the same `.dockerignore` patterns many times
 /// (compiling them cost more than the walk's matching in a profile of a no-op run).
 fn compiled(rust: &str) -> Option<Regex> {
-    type Compiled = std::collections::HashMap<String, Option<Regex>>;
-    static COMPILED: std::sync::OnceLock<std::sync::Mutex<Compiled>> = std::sync::OnceLock::new();
-    let memo = COMPILED.get_or_init(Default::default);
-    if let Some(known) = memo.lock().ok().and_then(|m| m.get(rust).cloned()) {
-        return known;
-    }
-    let re = Regex::new(rust).ok();
-    if let Ok(mut m) = memo.lock() {
-        m.insert(rust.to_string(), re.clone());
-    }
-    re
+    static COMPILED: kiln_util::Memo<String, Option<Regex>> = kiln_util::Memo::new();
+    COMPILED.get_or_insert_with(rust, || Regex::new(rust).ok())
 }

@@ -839,7 +839,14 @@ async fn adopt(
         rec.digest = pushed.first().map(|(_, d)| d.clone());
     }
     let digest = rec.digest.clone();
-    let _ = store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, learned)).await;
+    let _ = store_call(&sh.opts.store, move |s| {
+        if learned {
+            s.put(&rec, &inputs, true)
+        } else {
+            s.keep(&rec, &inputs)
+        }
+    })
+    .await;
     Ok(Outcome::Skipped {
         image_id: id,
         digest,
