@@ -176,24 +176,74 @@ pub mod baseline {
     pub use crate::native::{parse_body, parse_expr, parse_template};
 }
 
+/// Bake files read and parsed, not yet evaluated: what evaluations of the
+/// same files with different variables share.
+#[derive(Debug)]
+pub struct Parsed {
+    sources: Sources,
+    bodies: Vec<ast::Body>,
+    names: Vec<String>,
+}
+
+impl Parsed {
+    /// Parses files (name, contents), in order.
+    pub fn new(files: Vec<(String, String)>) -> Result<Parsed, Error> {
+        let mut sources = Sources::default();
+        let mut bodies = Vec::new();
+        let mut names = Vec::new();
+        for (name, text) in files {
+            bodies.push(parse_file(&mut sources, &name, text)?);
+            names.push(name);
+        }
+        Ok(Parsed {
+            sources,
+            bodies,
+            names,
+        })
+    }
+
+    /// Reads files from disk (`-` is stdin) and parses them.
+    pub fn read(paths: &[String]) -> Result<Parsed, Error> {
+        Parsed::new(read_paths(paths)?)
+    }
+
+    /// Whether a file declares the variable `name` (a top-level `variable`
+    /// block): what [`Config::variables`] of an evaluation lists, known
+    /// without evaluating.
+    pub fn declares_variable(&self, name: &str) -> bool {
+        self.bodies.iter().any(|b| {
+            b.blocks
+                .iter()
+                .any(|bl| bl.kind == "variable" && bl.labels.first().is_some_and(|l| l.0 == name))
+        })
+    }
+
+    /// Evaluates the files as one body with `opts`.
+    pub fn evaluate(&self, opts: &Options) -> Result<Bake, Error> {
+        let config =
+            parse::parse(&self.bodies, &self.names, opts).map_err(|diags| Error::Eval {
+                diags,
+                sources: self.sources.clone(),
+            })?;
+        Ok(Bake {
+            sources: self.sources.clone(),
+            config,
+        })
+    }
+}
+
 /// Loads and evaluates files (name, contents) in order as one body.
 pub fn load(files: Vec<(String, String)>, opts: &Options) -> Result<Bake, Error> {
-    let mut sources = Sources::default();
-    let mut bodies = Vec::new();
-    let mut names = Vec::new();
-    for (name, text) in files {
-        bodies.push(parse_file(&mut sources, &name, text)?);
-        names.push(name);
-    }
-    let config = parse::parse(&bodies, &names, opts).map_err(|diags| Error::Eval {
-        diags,
-        sources: sources.clone(),
-    })?;
-    Ok(Bake { sources, config })
+    Parsed::new(files)?.evaluate(opts)
 }
 
 /// Reads files from disk (`-` is stdin) and evaluates them.
 pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
+    load(read_paths(paths)?, opts)
+}
+
+/// Reads files from disk (`-` is stdin), each as UTF-8 text.
+fn read_paths(paths: &[String]) -> Result<Vec<(String, String)>, Error> {
     let mut files = Vec::new();
     for p in paths {
         let bytes = if p == "-" {
@@ -212,7 +262,7 @@ pub fn load_paths(paths: &[String], opts: &Options) -> Result<Bake, Error> {
         })?;
         files.push((p.clone(), text));
     }
-    load(files, opts)
+    Ok(files)
 }
 
 impl Bake {

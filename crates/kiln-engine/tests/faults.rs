@@ -340,3 +340,32 @@ async fn an_engine_gone_before_the_build_is_unreachable() {
     assert_eq!(unreachable(&r), s.proxy.host());
     assert_eq!(s.proxy.build_requests(), 0);
 }
+
+/// A connection started early (while a run is prepared) and the ones
+/// asked for while it is in flight make one: the engine is asked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_started_early_is_waited_for_not_made_twice() {
+    let Some(socket) = engine_socket() else {
+        return;
+    };
+    let proxy = Proxy::start(&socket).await;
+    let endpoint = Endpoint {
+        host: proxy.host(),
+        docker_cli: "/usr/bin/docker".into(),
+    };
+    LocalEngine::start_early(endpoint.clone(), Vec::new());
+    let (a, b) = tokio::join!(
+        LocalEngine::connect(endpoint.clone()),
+        LocalEngine::connect(endpoint.clone())
+    );
+    a.expect("engine through the proxy");
+    b.expect("engine through the proxy");
+    let requests = proxy.requests();
+    // A connection asks `/version` (and `/info`) of an engine it does not
+    // know, or pings one it knows.
+    let connections = requests
+        .iter()
+        .filter(|r| r.contains("/version ") || r.contains("/_ping "))
+        .count();
+    assert_eq!(connections, 1, "{requests:#?}");
+}

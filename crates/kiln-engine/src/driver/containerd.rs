@@ -227,9 +227,7 @@ pub async fn images(store: &Store, names: &[String]) -> Result<Vec<(String, Stri
         })?
 }
 
-/// A connection to the store, for one question. (Not kept for the next: its
-/// HTTP/2 task runs on the runtime that opened it, and kiln's preflight and
-/// its run each have their own.)
+/// A new connection to the store.
 async fn channel(store: &Store) -> Result<tonic::transport::Channel, String> {
     let path = PathBuf::from(&store.address);
     let connector = tower::service_fn(move |_: tonic::transport::Uri| {
@@ -246,8 +244,30 @@ async fn channel(store: &Store) -> Result<tonic::transport::Channel, String> {
         .map_err(|e| kiln_util::error_chain(&e))
 }
 
+/// Asks on the connection kept from the last question to the same store
+/// (a build's preflight, then its run), else on a new one, which is kept
+/// when it answers. A kept connection runs on the runtime that opened it:
+/// one that fails (that runtime is gone, or the store went away) is
+/// dropped and the question asked once more on a new one.
 async fn get_all(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, String> {
-    let channel = channel(store).await?;
+    static KEPT: kiln_util::Memo<String, tonic::transport::Channel> = kiln_util::Memo::new();
+    if let Some(kept) = KEPT.get(&store.address) {
+        match get_on(kept, store, names).await {
+            Ok(found) => return Ok(found),
+            Err(_) => KEPT.remove(&store.address),
+        }
+    }
+    let fresh = channel(store).await?;
+    let found = get_on(fresh.clone(), store, names).await?;
+    KEPT.insert(store.address.clone(), fresh);
+    Ok(found)
+}
+
+async fn get_on(
+    channel: tonic::transport::Channel,
+    store: &Store,
+    names: &[String],
+) -> Result<Vec<(String, String)>, String> {
     let namespace: tonic::metadata::MetadataValue<_> = store.namespace.parse().map_err(|_| {
         format!(
             "namespace {:?} is not a valid header value",

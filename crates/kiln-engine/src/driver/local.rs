@@ -81,6 +81,10 @@ pub struct LocalEngine {
     /// The identity of the engine's unix socket when this process
     /// connected (what its facts are kept under).
     socket: Option<String>,
+    /// Held while a round of [`LocalEngine::prefetch`] questions is asked,
+    /// so that a round started early (while the run is prepared) answers
+    /// the next one instead of being asked twice; shared by clones.
+    asking: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A containerd image store that answers lookups for an engine.
@@ -281,6 +285,15 @@ pub fn recalled_platform(host: &str) -> Option<String> {
     EngineFacts::recall(host, &socket).map(|f| f.platform)
 }
 
+/// Per endpoint, held while this process connects to it.
+fn connecting() -> &'static std::sync::Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>
+{
+    static CONNECTING: std::sync::OnceLock<
+        std::sync::Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    > = std::sync::OnceLock::new();
+    CONNECTING.get_or_init(Default::default)
+}
+
 fn connected() -> &'static std::sync::Mutex<HashMap<String, LocalEngine>> {
     static ENGINES: std::sync::OnceLock<std::sync::Mutex<HashMap<String, LocalEngine>>> =
         std::sync::OnceLock::new();
@@ -289,8 +302,39 @@ fn connected() -> &'static std::sync::Mutex<HashMap<String, LocalEngine>> {
 
 impl LocalEngine {
     /// Connects and checks that the engine answers (once per process and
-    /// endpoint).
+    /// endpoint). One connection at a time per endpoint: one started early
+    /// (while the run is prepared, [`LocalEngine::start_early`]) is waited
+    /// for, not made again, and if it found the engine unreachable, that
+    /// is the answer (a wedged daemon is not waited for twice).
     pub async fn connect(endpoint: Endpoint) -> Result<LocalEngine, EngineError> {
+        static UNREACHABLE: kiln_util::Memo<String, String> = kiln_util::Memo::new();
+        let in_flight = connecting()
+            .lock()
+            .map(|mut m| m.entry(endpoint.host.clone()).or_default().clone())
+            .unwrap_or_default();
+        let (_one, waited) = match in_flight.try_lock() {
+            Ok(g) => (g, false),
+            Err(_) => (in_flight.lock().await, true),
+        };
+        if waited && let Some(detail) = UNREACHABLE.get(&endpoint.host) {
+            return Err(EngineError::Unreachable {
+                endpoint: endpoint.host.clone(),
+                detail,
+            });
+        }
+        let host = endpoint.host.clone();
+        let r = LocalEngine::connect_once(endpoint).await;
+        match &r {
+            Err(EngineError::Unreachable { detail, .. }) => {
+                UNREACHABLE.insert(host, detail.clone())
+            }
+            Ok(_) => UNREACHABLE.remove(&host),
+            Err(_) => {}
+        }
+        r
+    }
+
+    async fn connect_once(endpoint: Endpoint) -> Result<LocalEngine, EngineError> {
         let unreachable = |detail: String| EngineError::Unreachable {
             endpoint: endpoint.host.clone(),
             detail,
@@ -413,6 +457,7 @@ impl LocalEngine {
             engine_ids: Default::default(),
             link: std::sync::Arc::new(std::sync::Mutex::new(link)),
             socket,
+            asking: Default::default(),
         };
         if let Ok(mut m) = connected().lock() {
             m.insert(engine.endpoint.host.clone(), engine.clone());
@@ -718,6 +763,8 @@ impl LocalEngine {
     /// is inspected by itself, and so is every reference on the containerd
     /// store, all at once (its listing walks every image in the store).
     pub async fn prefetch(&self, references: &[&str]) {
+        // After a round in flight (what it answers is not asked again).
+        let _round = self.asking.lock().await;
         let wanted: Vec<String> = match self.seen.lock() {
             Ok(m) => references
                 .iter()
@@ -766,6 +813,24 @@ impl LocalEngine {
             Err(_) => return,
         };
         futures_util::future::join_all(rest.iter().map(|r| self.image_id(r))).await;
+    }
+
+    /// Starts, on the current runtime, connecting to the engine at
+    /// `endpoint` and then (on the containerd image store) a round of
+    /// [`prefetch`](Self::prefetch) questions about `references`, while the
+    /// caller goes on preparing the run: a connection or a round in flight
+    /// is waited for by the next caller, never made twice. Errors are left
+    /// for the preflight and the run to meet and report.
+    pub fn start_early(endpoint: Endpoint, references: Vec<String>) {
+        tokio::spawn(async move {
+            let Ok(engine) = LocalEngine::connect(endpoint).await else {
+                return;
+            };
+            if engine.image_store == ImageStore::Containerd && !references.is_empty() {
+                let refs: Vec<&str> = references.iter().map(String::as_str).collect();
+                engine.prefetch(&refs).await;
+            }
+        });
     }
 
     /// Looks up recorded images by their unique references and the tags

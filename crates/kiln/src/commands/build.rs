@@ -21,7 +21,10 @@ use crate::prepare::{engine_error, open_store, runtime};
 pub use crate::settings::BuildSettings;
 
 pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let p = crate::prepare::build::prepare(&mut s)?;
+    // One runtime for the preflight and the run: what the preflight
+    // started or learned of the engine carries over.
+    let rt = runtime()?;
+    let p = crate::prepare::build::prepare(&mut s, &rt)?;
     let (store, stat_cache) = open_store(&s.store)?;
     let stats = crate::progress::reporter(
         s.progress,
@@ -50,7 +53,6 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         store: store.clone(),
         stat_cache: stat_cache.clone(),
     };
-    let rt = runtime()?;
     // SIGINT or SIGTERM stops the run: its tasks are dropped, which kills
     // every build child (`kill_on_drop`) and removes its temporary
     // directory; records are only ever written after a build succeeded, so

@@ -9,7 +9,7 @@ use std::io::Write;
 
 use crate::cli::{DriverKind, Format, GraphFormat};
 use crate::error::CliError;
-use crate::prepare::{Planned, build_plan, cache_policy, load, predictions, probe_refs, spec_for};
+use crate::prepare::{Planned, build_plan, cache_policy, predictions, probe_refs, spec_for};
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct PlanSettings {
@@ -25,8 +25,8 @@ pub struct PlanSettings {
 }
 
 pub fn run(s: PlanSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let bake = load(&s.bake)?;
-    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let (bake, views) = crate::prepare::stamps::load(&s.bake)?;
+    let planned = build_plan(&bake, views.as_ref(), &s.bake, &s.targets)?;
     let names: Vec<&str> = planned
         .plan
         .targets

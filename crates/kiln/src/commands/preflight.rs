@@ -13,7 +13,7 @@ use kiln_engine::preflight::{Checked, Status};
 use crate::cli::Format;
 use crate::error::CliError;
 use crate::prepare::{
-    Planned, build_plan, cache_policy, check, fleet_plan, load, probe_refs, specs_for, verdict,
+    Planned, build_plan, cache_policy, check, fleet_plan, probe_refs, specs_for, verdict,
 };
 use crate::settings::{BakeSettings, StoreSettings};
 
@@ -27,8 +27,8 @@ pub struct PreflightSettings {
 }
 
 pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let bake = load(&s.bake)?;
-    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let (bake, views) = crate::prepare::stamps::load(&s.bake)?;
+    let planned = build_plan(&bake, views.as_ref(), &s.bake, &s.targets)?;
     let specs = specs_for(&bake, &planned, &s.bake.cwd, false)?;
     let fleet_plan = match &s.fleet {
         Some(f) => Some(fleet_plan(
@@ -41,7 +41,8 @@ pub fn run(s: PreflightSettings, out: &mut dyn Write) -> Result<(), CliError> {
         None => None,
     };
     let fleet = fleet_plan.as_ref().map(|(n, _, e, _)| (n.as_slice(), e));
-    let checked = check(&planned, &specs, &s.store, fleet, None, false)?;
+    let rt = crate::prepare::runtime()?;
+    let checked = check(&planned, &specs, &s.store, fleet, None, false, &rt)?;
     let missing_cache = missing_cache_refs(&planned)?;
     for (target, r) in &missing_cache {
         eprintln!(

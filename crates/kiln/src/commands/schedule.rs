@@ -20,7 +20,7 @@ use kiln_plan::schedule::{
 use crate::cli::{Format, SchedulePolicy};
 use crate::error::CliError;
 use crate::prepare::fleet::read_input;
-use crate::prepare::{build_plan, load, predictions};
+use crate::prepare::{build_plan, predictions};
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct ScheduleSettings {
@@ -47,8 +47,8 @@ pub fn run(s: ScheduleSettings, out: &mut dyn Write) -> Result<(), CliError> {
             .map_err(|e| CliError::usage(e.to_string()))?,
         None => CostsFile::default(),
     };
-    let bake = load(&s.bake)?;
-    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let (bake, views) = crate::prepare::stamps::load(&s.bake)?;
+    let planned = build_plan(&bake, views.as_ref(), &s.bake, &s.targets)?;
     if let Some(f) = &s.costs {
         for e in &costs.entries {
             if !bake.config.targets.iter().any(|t| t.name == e.name) {

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::cli::Format;
 use crate::error::CliError;
-use crate::prepare::{build_plan, load, predictions};
+use crate::prepare::{build_plan, predictions};
 use crate::settings::{BakeSettings, StoreSettings};
 
 pub struct WhySettings {
@@ -148,14 +148,14 @@ fn render_causes(t: &mut String, causes: &[Cause], depth: usize) {
 }
 
 pub fn run(s: WhySettings, out: &mut dyn Write) -> Result<(), CliError> {
-    let bake = load(&s.bake)?;
+    let (bake, views) = crate::prepare::stamps::load(&s.bake)?;
     // `TARGET@PLATFORM` names a platform unit of TARGET.
     let base = match s.target.split_once('@') {
         Some((t, _)) => t.to_string(),
         None => s.target.clone(),
     };
     let requested = vec![base.clone()];
-    let planned = build_plan(&bake, &s.bake, &requested)?;
+    let planned = build_plan(&bake, views.as_ref(), &s.bake, &requested)?;
     if planned.graph.target(&base).is_none() {
         return Err(CliError::usage(format!(
             "{base} is not a target (kiln why explains one target, not a group)"

@@ -15,13 +15,19 @@ use crate::settings::BakeSettings;
 /// warning on stderr, with its position.
 pub fn load(s: &BakeSettings) -> Result<Bake, CliError> {
     let bake = kiln_bake::load_paths(&s.files, &s.opts).map_err(CliError::from)?;
+    warn(&bake, s);
+    Ok(bake)
+}
+
+/// Prints the warnings of an evaluation on stderr: what buildx ignores,
+/// and `--var` names the files do not declare.
+pub fn warn(bake: &Bake, s: &BakeSettings) {
     for w in bake.render_warnings() {
         eprintln!("warning: {}", w.trim_end());
     }
     for w in unknown_vars(&bake.config.variables, &s.given_vars) {
         eprintln!("warning: {w}");
     }
-    Ok(bake)
 }
 
 /// A warning for each `--var` name the bake files do not declare (as bake

@@ -5,7 +5,7 @@
 //!
 //! Must never: build, or write anything but warnings and notes on stderr.
 
-use super::{build_plan, builder_spec, check, fleet_plan, load, specs_for, verdict};
+use super::{build_plan, builder_spec, check, fleet_plan, specs_for, verdict};
 use crate::error::CliError;
 use crate::settings::BuildSettings;
 
@@ -34,7 +34,17 @@ pub struct Prepared {
 /// the specs with their cache policy, the fleet's placement, the
 /// preflight, the compiler cache, and the schedule the live view and the
 /// report compare against.
-pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
+///
+/// On one local engine, connecting to it and asking about the targets'
+/// tags start on `rt` as soon as what to ask is known, beside the rest.
+pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Prepared, CliError> {
+    // On one engine the preflight asks it, so it is connected to while the
+    // bake files are read.
+    let one_engine = s.fleet.is_none() && s.driver == crate::cli::DriverKind::Local;
+    if one_engine {
+        let _rt = rt.enter();
+        kiln_engine::driver::local::LocalEngine::start_early(s.store.endpoint.clone(), Vec::new());
+    }
     let env_run_id = std::env::var("RUN_ID").ok();
     let run_id = crate::prepare::names::run_id(s.run_id.as_deref(), env_run_id.as_deref())?;
     // --run-id is the bake variable RUN_ID too (unless --var sets it): the
@@ -46,11 +56,21 @@ pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
             .entry("RUN_ID".into())
             .or_insert_with(|| run_id.clone());
     }
-    let bake = load(&s.bake)?;
-    let planned = build_plan(&bake, &s.bake, &s.targets)?;
+    let (bake, views) = crate::prepare::stamps::load(&s.bake)?;
+    let planned = build_plan(&bake, views.as_ref(), &s.bake, &s.targets)?;
     let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
     // The contexts the keys read are listed while the rest is prepared.
     kiln_engine::inputs::prewarm_contexts(&specs);
+    // What the preflight asks the engine of the targets (each one's first
+    // tag), asked while it works out the rest.
+    if one_engine {
+        let _rt = rt.enter();
+        let tags = specs
+            .iter()
+            .filter_map(|sp| sp.tags.first().cloned())
+            .collect();
+        kiln_engine::driver::local::LocalEngine::start_early(s.store.endpoint.clone(), tags);
+    }
     if s.fleet.is_some()
         && let Some(untagged) = specs.iter().find(|sp| sp.tags.is_empty())
     {
@@ -117,6 +137,7 @@ pub fn prepare(s: &mut BuildSettings) -> Result<Prepared, CliError> {
         fleet,
         builder.as_ref(),
         true,
+        rt,
     )?)?;
     // The compiler cache: probed, then handed to every build as a secret
     // (the file lives as long as this guard).

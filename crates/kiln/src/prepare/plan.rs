@@ -86,15 +86,15 @@ pub struct Planned {
 
 /// Builds the graph over every target of the files (so that references to
 /// tags another target produces become edges) and plans the requested ones.
+/// `bake` and `views` are what [`super::stamps::load`] read: with stamp
+/// variables, the files evaluated with the stamps (what is built) and
+/// with stand-ins (what is keyed).
 pub fn build_plan(
     bake: &Bake,
+    views: Option<&super::stamps::Views>,
     s: &BakeSettings,
     requested: &[String],
 ) -> Result<Planned, CliError> {
-    // With stamp variables, the files are evaluated with the stamps
-    // (what is built) and with stand-ins (what is keyed).
-    let views = super::stamps::views(bake, s)?;
-    let bake = views.as_ref().map_or(bake, |v| &v.real);
     let r = resolve(bake, s, requested)?;
     let all: Vec<String> = bake.config.targets.iter().map(|t| t.name.clone()).collect();
     // Targets outside the request matter when a requested one names their
@@ -144,7 +144,7 @@ pub fn build_plan(
     targets.values_mut().for_each(with_epoch);
     let mut key_views = std::collections::BTreeMap::new();
     let mut stamps = std::collections::BTreeMap::new();
-    if let Some(v) = &views {
+    if let Some(v) = views {
         stamps = v.values.clone();
         let names: Vec<String> = targets.keys().cloned().collect();
         let keyed = v

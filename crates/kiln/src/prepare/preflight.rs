@@ -7,7 +7,7 @@
 
 use kiln_engine::preflight::{Checked, Need, Status};
 
-use super::engine::{engine_error, runtime};
+use super::engine::engine_error;
 use super::plan::Planned;
 use crate::error::{CliError, Kind};
 use crate::settings::StoreSettings;
@@ -78,9 +78,9 @@ pub fn check(
     fleet: Option<FleetNodes<'_>>,
     builder: Option<&kiln_engine::driver::buildx::BuilderSpec>,
     require_engine: bool,
+    rt: &tokio::runtime::Runtime,
 ) -> Result<Vec<Checked>, CliError> {
     let needs = needs(planned, specs);
-    let rt = runtime()?;
     // One engine is a fleet of one node that may build everything.
     let single;
     let (nodes, eligible) = match fleet {

@@ -28,25 +28,32 @@ pub const VARIABLES: [&str; 2] = ["VCS_REF", "BUILD_DATE"];
 /// that `VCS_REF != "" ? … : null` takes the same shape as with a stamp.
 pub const STAND_IN: &str = "kiln-stamp";
 
-/// The two evaluations of the files: `real` (stamps as they are built)
-/// and `keyed` (every stamp variable holding `STAND_IN`).
+/// What the files evaluate to with every stamp variable holding
+/// `STAND_IN` (what is keyed), beside the evaluation with the stamps (what
+/// is built, the [`load`]ed `Bake`).
 pub struct Views {
-    pub real: Bake,
     pub keyed: Bake,
     /// The stamp values this run builds with (from git or as set).
     pub values: BTreeMap<String, String>,
 }
 
-/// `None` when the files declare no stamp variable (or are read from
-/// stdin, which cannot be read twice): there is nothing to keep out.
-pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
+/// Reads and parses the bake files once, then evaluates them: with the
+/// stamps filled in (from git unless `--var` or the environment sets them)
+/// when the files declare stamp variables, and then also with stand-ins
+/// (side by side). The views are `None` when the files declare no stamp
+/// variable (or are read from stdin, which cannot be read twice): there is
+/// nothing to keep out. Warnings of the evaluation are printed on stderr.
+pub fn load(s: &BakeSettings) -> Result<(Bake, Option<Views>), CliError> {
+    let parsed = kiln_bake::Parsed::read(&s.files).map_err(CliError::from)?;
     let declared: Vec<&str> = VARIABLES
         .iter()
         .copied()
-        .filter(|v| bake.config.variables.iter().any(|d| d.name == *v))
+        .filter(|v| parsed.declares_variable(v))
         .collect();
     if declared.is_empty() || s.files.iter().any(|f| f == "-") {
-        return Ok(None);
+        let bake = parsed.evaluate(&s.opts).map_err(CliError::from)?;
+        super::bake::warn(&bake, s);
+        return Ok((bake, None));
     }
     let project = s.project_dir();
     let git = from_git(&project, Some(&project.join(REMEMBERED)));
@@ -76,20 +83,17 @@ pub fn views(bake: &Bake, s: &BakeSettings) -> Result<Option<Views>, CliError> {
     }
     // The two evaluations are independent: side by side.
     let (real, keyed) = std::thread::scope(|scope| {
-        let keyed = scope.spawn(|| kiln_bake::load_paths(&s.files, &keyed_opts));
-        let real = kiln_bake::load_paths(&s.files, &real_opts);
+        let keyed = scope.spawn(|| parsed.evaluate(&keyed_opts));
+        let real = parsed.evaluate(&real_opts);
         (real, keyed.join())
     });
     let real = real.map_err(CliError::from)?;
+    super::bake::warn(&real, s);
     let keyed = match keyed {
         Ok(k) => k.map_err(CliError::from)?,
         Err(panic) => std::panic::resume_unwind(panic),
     };
-    Ok(Some(Views {
-        real,
-        keyed,
-        values,
-    }))
+    Ok((real, Some(Views { keyed, values })))
 }
 
 /// Where what git said of the checkout is kept ([`super::checkout`]).
