@@ -348,3 +348,66 @@ fn matcher_does_not_drop_a_leading_slash() {
     let pm = PatternMatcher::new(&read_dockerignore("/a")).unwrap();
     assert!(pm.matches_or_parent_matches("a").unwrap());
 }
+
+/// A walk limited to a reach lists what the whole walk lists at or below
+/// the reached paths and the directories leading to them, with the same
+/// `.dockerignore` verdicts (a re-included file under an excluded
+/// directory included), and does not go where nothing is reached: a name
+/// that is not UTF-8 there (an error for the whole walk) is never read.
+#[test]
+fn a_walk_limited_to_a_reach_lists_only_that_part_and_walks_nothing_else() {
+    use std::os::unix::ffi::OsStrExt;
+    let root = tree(
+        "reach",
+        &[
+            "src/a/x.c",
+            "src/a/x.tmp",
+            "src/a/keep.tmp",
+            "src/b/y.c",
+            "docs/z.md",
+            "setup.cfg",
+            ".git/objects/ab/cdef",
+        ],
+    );
+    let patterns = read_dockerignore("**/*.tmp\n!src/a/keep.tmp\n");
+    let reach = vec!["setup.cfg".to_string(), "src/a".to_string()];
+    let options = |reach: Option<Vec<String>>| WalkOptions {
+        names_only: true,
+        reach,
+        ..WalkOptions::default()
+    };
+    let whole = walk_context_with(&root, &patterns, &options(None)).unwrap();
+    let part = walk_context_with(&root, &patterns, &options(Some(reach.clone()))).unwrap();
+    let under = |p: &str, dir: &str| {
+        p.strip_prefix(dir)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    let expected: Vec<&str> = paths(&whole)
+        .into_iter()
+        .filter(|e| reach.iter().any(|r| under(e, r) || under(r, e)))
+        .collect();
+    assert_eq!(paths(&part), expected);
+    assert_eq!(
+        paths(&part),
+        ["setup.cfg", "src", "src/a", "src/a/keep.tmp", "src/a/x.c"]
+    );
+    // A name no walk can list, where nothing is reached.
+    fs::write(
+        root.join(".git/objects")
+            .join(std::ffi::OsStr::from_bytes(b"\xff\xfe")),
+        "x",
+    )
+    .unwrap();
+    assert!(matches!(
+        walk_context_with(&root, &patterns, &options(None)),
+        Err(IgnoreError::NonUtf8Path { .. })
+    ));
+    let again = walk_context_with(&root, &patterns, &options(Some(reach))).unwrap();
+    assert_eq!(paths(&again), paths(&part));
+    // Nothing reached: nothing listed.
+    assert!(
+        walk_context_with(&root, &patterns, &options(Some(Vec::new())))
+            .unwrap()
+            .is_empty()
+    );
+}

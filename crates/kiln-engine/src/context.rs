@@ -37,7 +37,7 @@ pub const STATE_DIR: &str = ".kiln";
 /// (`dockerfile_rel`: the Dockerfile's path inside the context, which the CLI
 /// always sends), without kiln's state directory.
 pub fn list(dir: &Path, dockerfile_rel: Option<&str>) -> Result<Vec<Entry>, EngineError> {
-    walk(dir, dockerignore(dir)?, dockerfile_rel, false)
+    walk(dir, dockerignore(dir)?, dockerfile_rel, false, None)
 }
 
 /// The patterns of `dir`'s `.dockerignore` (none when it has none).
@@ -51,42 +51,61 @@ fn dockerignore(dir: &Path) -> Result<Vec<String>, EngineError> {
     }
 }
 
-/// [`list`], walked once per process for a context and what it excludes:
-/// the keys of a run's targets that share a context (most of a bake
-/// file's, each with its own Dockerfile) read one listing. The Dockerfile
-/// changes the listing only when the patterns exclude it (the CLI sends
-/// it anyway), so it is part of the memo's key only then. For keys only: a
-/// build sends what [`list`] finds at its start. A file that appears later
-/// in the run is in the build but not the key, which then differs in the
-/// next run: a rebuild, never a stale skip.
+/// [`list`], limited to `reach` ([`kiln_plan::key::reach`]: the paths a
+/// key's sources can read, and the directories leading to them; `None`:
+/// all of it) and walked once per process for a context, what it excludes
+/// and that reach: keys of targets that read the same part of a context
+/// share one listing, and none walks what its sources cannot reach (a
+/// `.git` that nothing copies). The Dockerfile changes the listing only
+/// when the patterns exclude it (the CLI sends it anyway), so it is part
+/// of the memo's key only then. For keys only: a build sends what [`list`]
+/// finds at its start. A file that appears later in the run is in the
+/// build but not the key, which then differs in the next run: a rebuild,
+/// never a stale skip.
 pub fn list_for_keys(
     dir: &Path,
     dockerfile_rel: Option<&str>,
+    reach: Option<&[String]>,
 ) -> Result<std::sync::Arc<Vec<Entry>>, EngineError> {
     // One slot per listing: a caller that comes while another walks the
-    // same context (the prewarming thread, see [`prewarm`]) waits for that
-    // walk instead of making its own. A failed walk is not kept.
+    // same part of a context (keys gathered ahead, see
+    // [`crate::inputs::pregather`]) waits for that walk instead of making
+    // its own. A failed walk is not kept.
     type Slot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<Vec<Entry>>>>;
-    type Listed =
-        std::collections::HashMap<(std::path::PathBuf, Vec<String>, Option<String>), Slot>;
+    type Listed = std::collections::HashMap<
+        (
+            std::path::PathBuf,
+            Vec<String>,
+            Option<String>,
+            Option<Vec<String>>,
+        ),
+        Slot,
+    >;
     static LISTED: std::sync::OnceLock<std::sync::Mutex<Listed>> = std::sync::OnceLock::new();
     let memo = LISTED.get_or_init(Default::default);
     let patterns = dockerignore(dir)?;
     let excluded = matcher_for(&patterns)
         .and_then(|m| kiln_dockerfile::ignore::excluded_dockerfile_by(&m, dir, dockerfile_rel));
-    let k = (dir.to_path_buf(), patterns, excluded);
+    let k = (
+        dir.to_path_buf(),
+        patterns,
+        excluded,
+        reach.map(<[String]>::to_vec),
+    );
     let slot: Slot = match memo.lock() {
         Ok(mut m) => m.entry(k.clone()).or_default().clone(),
         Err(_) => Default::default(),
     };
     let mut failed = None;
-    let entries = slot.get_or_init(|| match walk(dir, k.1.clone(), dockerfile_rel, true) {
-        Ok(e) => std::sync::Arc::new(e),
-        Err(e) => {
-            failed = Some(e);
-            std::sync::Arc::new(Vec::new())
-        }
-    });
+    let entries = slot.get_or_init(
+        || match walk(dir, k.1.clone(), dockerfile_rel, true, reach) {
+            Ok(e) => std::sync::Arc::new(e),
+            Err(e) => {
+                failed = Some(e);
+                std::sync::Arc::new(Vec::new())
+            }
+        },
+    );
     if let Some(e) = failed {
         if let Ok(mut m) = memo.lock() {
             m.remove(&k);
@@ -94,21 +113,6 @@ pub fn list_for_keys(
         return Err(e);
     }
     Ok(entries.clone())
-}
-
-/// Starts listing, on a thread of its own, the contexts that `contexts`
-/// (each a context and its Dockerfile relative to it) will read for their
-/// keys, so that the walks run beside the work before the keys (bake
-/// planning, the preflight) rather than after it. Errors are left for the
-/// keys to meet.
-pub fn prewarm(contexts: Vec<(std::path::PathBuf, Option<String>)>) {
-    let _ = std::thread::Builder::new()
-        .name("kiln-prewarm".into())
-        .spawn(move || {
-            for (dir, df) in contexts {
-                let _ = list_for_keys(&dir, df.as_deref());
-            }
-        });
 }
 
 /// `patterns` (and kiln's state directory) compiled once per process: the
@@ -134,7 +138,7 @@ fn matcher_for(
 /// ignore rules differ between buildx and BuildKit versions (a key that
 /// covers more than the build reads can only rebuild more, never less).
 pub fn list_all(dir: &Path) -> Result<Vec<Entry>, EngineError> {
-    walk(dir, Vec::new(), None, true)
+    walk(dir, Vec::new(), None, true, None)
 }
 
 /// `patterns` and, last (so nothing in `.dockerignore` re-includes it),
@@ -154,12 +158,14 @@ fn walk(
     patterns: Vec<String>,
     dockerfile_rel: Option<&str>,
     names_only: bool,
+    reach: Option<&[String]>,
 ) -> Result<Vec<Entry>, EngineError> {
     use kiln_dockerfile::ignore::{EntryKind as K, WalkOptions, walk_context_with};
     let patterns = with_state_dir(patterns);
     let opts = WalkOptions {
         dockerfile: dockerfile_rel.map(String::from),
         names_only,
+        reach: reach.map(<[String]>::to_vec),
     };
     let entries = walk_context_with(dir, &patterns, &opts)
         .map_err(|e| EngineError::Input(format!("build context {}: {e}", dir.display())))?;
@@ -382,10 +388,10 @@ mod tests {
             std::fs::write(dir.join(f), "FROM scratch\n").unwrap();
         }
         std::fs::write(dir.join(".dockerignore"), "**/*.hidden\n").unwrap();
-        let a = list_for_keys(&dir, Some("docker/Dockerfile.a")).unwrap();
-        let b = list_for_keys(&dir, Some("docker/Dockerfile.b")).unwrap();
+        let a = list_for_keys(&dir, Some("docker/Dockerfile.a"), None).unwrap();
+        let b = list_for_keys(&dir, Some("docker/Dockerfile.b"), None).unwrap();
         assert!(std::sync::Arc::ptr_eq(&a, &b), "one walk for both");
-        let hidden = list_for_keys(&dir, Some("docker/Dockerfile.hidden")).unwrap();
+        let hidden = list_for_keys(&dir, Some("docker/Dockerfile.hidden"), None).unwrap();
         let has = |l: &[Entry], p: &str| l.iter().any(|e| e.path == p);
         assert!(has(&hidden, "docker/Dockerfile.hidden"));
         assert!(!has(&a, "docker/Dockerfile.hidden"));

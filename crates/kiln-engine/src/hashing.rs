@@ -108,6 +108,23 @@ impl StatCache {
         }
     }
 
+    /// The cache file at `path`, loaded once per process: the keys a run
+    /// gathers ahead ([`crate::inputs::pregather`]) and the run's own read
+    /// and fill the same one.
+    pub fn shared(path: &Path) -> std::sync::Arc<StatCache> {
+        // Loaded under the lock: two callers at once share one cache.
+        type Loaded = HashMap<PathBuf, std::sync::Arc<StatCache>>;
+        static LOADED: Mutex<Option<Loaded>> = Mutex::new(None);
+        match LOADED.lock() {
+            Ok(mut m) => m
+                .get_or_insert_with(Default::default)
+                .entry(path.to_path_buf())
+                .or_insert_with(|| std::sync::Arc::new(StatCache::load(path)))
+                .clone(),
+            Err(_) => std::sync::Arc::new(StatCache::load(path)),
+        }
+    }
+
     /// Writes the cache atomically if anything changed.
     pub fn save(&self, path: &Path) -> Result<(), EngineError> {
         if !self.dirty.load(Ordering::Relaxed) {

@@ -267,19 +267,6 @@ fn dockerfile_in_context(spec: &BuildSpec) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-/// Starts listing the build contexts the keys of `specs` will read, on a
-/// thread of its own ([`context::prewarm`]).
-pub fn prewarm_contexts(specs: &[BuildSpec]) {
-    let mut contexts: Vec<(std::path::PathBuf, Option<String>)> = specs
-        .iter()
-        .filter(|s| s.join.is_empty())
-        .map(|s| (s.context.clone(), dockerfile_in_context(s)))
-        .collect();
-    contexts.sort();
-    contexts.dedup();
-    context::prewarm(contexts);
-}
-
 /// Builds the input manifest of `spec`.
 ///
 /// `images`: external image → digest (missing ones are recorded as
@@ -316,39 +303,11 @@ pub fn gather_for_build(
     // Stamps are keyed by their stand-ins (docs/stamps.md).
     let keyed = spec.keyed();
     let spec: &BuildSpec = &keyed;
-    let text = dockerfile_text(spec)?;
-    let a = reads(spec, &text, platform)?;
-    let entries = context::list_for_keys(&spec.context, dockerfile_in_context(spec).as_deref())?;
-    missing_sources(spec, &a.context_sources, &entries)?;
-    let selected: Vec<String> = select_by(&entries, |e| e.path.as_str(), &a.context_sources)
-        .into_iter()
-        .map(|i| entries[i].path.clone())
-        .collect();
-    let threads = crate::proc::cores();
-    let (hashes, mut stats) = hash_paths(&spec.context, &selected, cache, threads)?;
-    // A local-directory named context enters the key as a digest of every
-    // file in it (paths, modes, contents): `COPY --from=NAME` and
-    // `FROM NAME` read it, and what is read of it is not analysed.
+    let own = own_inputs_once(spec, platform, cache)?;
     let mut upstreams = upstreams.clone();
-    for (name, src) in &spec.contexts {
-        if let crate::spec::ContextSource::Local { path } = src {
-            let (digest, s) = local_context_digest(spec, name, path, cache, threads)?;
-            stats.files += s.files;
-            stats.read_files += s.read_files;
-            stats.read_bytes += s.read_bytes;
-            upstreams.insert(name.clone(), digest);
-        }
-    }
-    let files = hashes
-        .into_iter()
-        .map(|h| ContextFile {
-            path: h.path,
-            mode: h.mode,
-            digest: h.digest,
-        })
-        .collect();
+    upstreams.extend(own.local.iter().map(|(k, v)| (k.clone(), v.clone())));
     let mut image_digests = BTreeMap::new();
-    for i in a.images.iter().filter(|i| !spec.contexts.contains_key(*i)) {
+    for i in &own.images {
         image_digests.insert(
             i.clone(),
             images
@@ -357,33 +316,16 @@ pub fn gather_for_build(
                 .unwrap_or_else(|| "unresolved".into()),
         );
     }
-    let remote =
-        a.remote_sources
-            .iter()
-            .map(|r: &RemoteSource| {
-                let pin = match (&r.checksum, r.kind) {
-                    (Some(c), _) => c.clone(),
-                    (None, RemoteKind::Git) => crate::git::resolve(&r.url)
-                        .unwrap_or_else(|e| format!("{UNRESOLVED_GIT}{e}")),
-                    (None, RemoteKind::Http) => UNPINNED.into(),
-                };
-                (r.url.clone(), pin)
-            })
-            .collect();
     let mut m = InputManifest {
         recipe: RECIPE.into(),
-        dockerfile: a.needed_text.clone(),
+        dockerfile: own.dockerfile.clone(),
         target_stage: spec.target.clone(),
         platform: platform.to_string(),
-        args: a
-            .consumed_args
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
-            .collect(),
-        files,
+        args: own.args.clone(),
+        files: own.files.clone(),
         images: image_digests,
         upstreams,
-        remote,
+        remote: own.remote.clone(),
         // The compiler cache's settings reach builds as a secret kiln
         // adds to every target: not an input.
         secrets: spec
@@ -400,8 +342,215 @@ pub fn gather_for_build(
     m.normalize();
     Ok(Gathered {
         manifest: m,
+        stats: own.stats,
+        jobs_secret: crate::jobs::wanted(spec, &own.mounts),
+    })
+}
+
+/// What a target's key reads of its own: the needed stages of its
+/// Dockerfile, the files they read from its context and its local named
+/// contexts, and its remote sources' pins. Everything of the key but the
+/// images and upstream outputs it builds on, so it can be gathered before
+/// those are known ([`pregather`]).
+struct OwnInputs {
+    dockerfile: String,
+    args: BTreeMap<String, String>,
+    files: Vec<ContextFile>,
+    /// Each local-directory named context's digest, by name.
+    local: BTreeMap<String, String>,
+    /// The external images the needed stages read (named contexts
+    /// excluded).
+    images: Vec<String>,
+    remote: BTreeMap<String, String>,
+    mounts: Vec<kiln_dockerfile::dockerfile::Mount>,
+    stats: HashStats,
+}
+
+/// What [`OwnInputs`] are gathered from: every field of a (keyed) spec
+/// they read, and the platform.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct OwnKey {
+    name: String,
+    context: std::path::PathBuf,
+    dockerfile: std::path::PathBuf,
+    inline: Option<String>,
+    target: Option<String>,
+    args: BTreeMap<String, String>,
+    contexts: Vec<(String, String)>,
+    platform: String,
+}
+
+impl OwnKey {
+    fn of(spec: &BuildSpec, platform: &str) -> OwnKey {
+        OwnKey {
+            name: spec.name.clone(),
+            context: spec.context.clone(),
+            dockerfile: spec.dockerfile.clone(),
+            inline: spec.dockerfile_inline.clone(),
+            target: spec.target.clone(),
+            args: spec.args.clone(),
+            contexts: spec
+                .contexts
+                .iter()
+                .map(|(k, v)| (k.clone(), format!("{v:?}")))
+                .collect(),
+            platform: platform.to_string(),
+        }
+    }
+}
+
+/// A target's [`OwnInputs`], gathered ahead ([`pregather`]) or now.
+enum Early {
+    /// Being gathered, or gathered (`None`: that failed, and is gathered
+    /// again where its error is reported).
+    Slot(std::sync::Arc<std::sync::OnceLock<Option<std::sync::Arc<OwnInputs>>>>),
+    /// Taken by a key: never gathered ahead again in this process.
+    Taken,
+}
+
+static EARLY: std::sync::Mutex<Option<std::collections::HashMap<OwnKey, Early>>> =
+    std::sync::Mutex::new(None);
+
+/// `spec`'s [`OwnInputs`]: what [`pregather`] gathered of it (waiting for
+/// it when it is being gathered), taken once; else gathered now. A key
+/// gathered later in the run (after a build) reads the files again.
+fn own_inputs_once(
+    spec: &BuildSpec,
+    platform: &str,
+    cache: &StatCache,
+) -> Result<std::sync::Arc<OwnInputs>, EngineError> {
+    let k = OwnKey::of(spec, platform);
+    let early = EARLY.lock().ok().and_then(|mut m| {
+        m.get_or_insert_with(Default::default)
+            .insert(k, Early::Taken)
+    });
+    if let Some(Early::Slot(slot)) = early
+        && let Some(own) = slot.get_or_init(|| {
+            own_inputs(spec, platform, cache)
+                .ok()
+                .map(std::sync::Arc::new)
+        })
+    {
+        return Ok(own.clone());
+    }
+    own_inputs(spec, platform, cache).map(std::sync::Arc::new)
+}
+
+/// Gathers the [`OwnInputs`] of `specs` (in their order; their keys on
+/// `engine_platform` where they name no platform) for the keys the run is
+/// about to make, so that the work runs beside the rest of the preparation
+/// (the preflight waits on the engine) rather than level by level in the
+/// run. Only what no key took yet; errors are left for the keys to meet.
+pub fn pregather(specs: &[BuildSpec], engine_platform: &str, cache: &StatCache) {
+    for spec in specs.iter().filter(|s| s.join.is_empty()) {
+        let keyed = spec.keyed();
+        let platform = key_platform(&keyed, engine_platform);
+        let k = OwnKey::of(&keyed, &platform);
+        let slot = match EARLY.lock() {
+            Ok(mut m) => match m
+                .get_or_insert_with(Default::default)
+                .entry(k)
+                .or_insert_with(|| Early::Slot(Default::default()))
+            {
+                Early::Slot(slot) => slot.clone(),
+                Early::Taken => continue,
+            },
+            Err(_) => return,
+        };
+        slot.get_or_init(|| {
+            own_inputs(&keyed, &platform, cache)
+                .ok()
+                .map(std::sync::Arc::new)
+        });
+    }
+}
+
+/// The platform a key of `spec` is made for: its own (several in its
+/// order: BuildKit's `TARGETPLATFORM` and the index follow it), else the
+/// engine's.
+pub fn key_platform(spec: &BuildSpec, engine_platform: &str) -> String {
+    if spec.platforms.is_empty() {
+        engine_platform.to_string()
+    } else {
+        spec.platforms.join(",")
+    }
+}
+
+fn own_inputs(
+    spec: &BuildSpec,
+    platform: &str,
+    cache: &StatCache,
+) -> Result<OwnInputs, EngineError> {
+    let text = dockerfile_text(spec)?;
+    let a = reads(spec, &text, platform)?;
+    // Only the part of the context the sources can reach is listed (not
+    // `.git`, say, when nothing copies it).
+    let reach = kiln_plan::key::reach(&a.context_sources);
+    let entries = context::list_for_keys(
+        &spec.context,
+        dockerfile_in_context(spec).as_deref(),
+        reach.as_deref(),
+    )?;
+    missing_sources(spec, &a.context_sources, &entries)?;
+    let selected: Vec<String> = select_by(&entries, |e| e.path.as_str(), &a.context_sources)
+        .into_iter()
+        .map(|i| entries[i].path.clone())
+        .collect();
+    let threads = crate::proc::cores();
+    let (hashes, mut stats) = hash_paths(&spec.context, &selected, cache, threads)?;
+    // A local-directory named context enters the key as a digest of every
+    // file in it (paths, modes, contents): `COPY --from=NAME` and
+    // `FROM NAME` read it, and what is read of it is not analysed.
+    let mut local = BTreeMap::new();
+    for (name, src) in &spec.contexts {
+        if let crate::spec::ContextSource::Local { path } = src {
+            let (digest, s) = local_context_digest(spec, name, path, cache, threads)?;
+            stats.files += s.files;
+            stats.read_files += s.read_files;
+            stats.read_bytes += s.read_bytes;
+            local.insert(name.clone(), digest);
+        }
+    }
+    let files = hashes
+        .into_iter()
+        .map(|h| ContextFile {
+            path: h.path,
+            mode: h.mode,
+            digest: h.digest,
+        })
+        .collect();
+    let images = a
+        .images
+        .iter()
+        .filter(|i| !spec.contexts.contains_key(*i))
+        .cloned()
+        .collect();
+    let remote =
+        a.remote_sources
+            .iter()
+            .map(|r: &RemoteSource| {
+                let pin = match (&r.checksum, r.kind) {
+                    (Some(c), _) => c.clone(),
+                    (None, RemoteKind::Git) => crate::git::resolve(&r.url)
+                        .unwrap_or_else(|e| format!("{UNRESOLVED_GIT}{e}")),
+                    (None, RemoteKind::Http) => UNPINNED.into(),
+                };
+                (r.url.clone(), pin)
+            })
+            .collect();
+    Ok(OwnInputs {
+        dockerfile: a.needed_text.clone(),
+        args: a
+            .consumed_args
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+            .collect(),
+        files,
+        local,
+        images,
+        remote,
+        mounts: a.mounts.clone(),
         stats,
-        jobs_secret: crate::jobs::wanted(spec, &a.mounts),
     })
 }
 

@@ -148,3 +148,59 @@ fn keys_follow_exactly_what_each_target_consumes() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What keys read of their targets' own files, gathered ahead of the keys
+/// (`pregather`, while a run is prepared), is what they read when made:
+/// the same keys. It is taken once: a file changed after it was gathered
+/// is in the key made after that one.
+#[test]
+fn inputs_gathered_ahead_make_the_same_keys_and_are_taken_once() {
+    let (made, ahead) = (twin_copy("made"), twin_copy("ahead"));
+    let direct = keys(&made, &StatCache::default());
+    let cache = StatCache::default();
+    kiln_engine::inputs::pregather(&specs(&ahead), "linux/amd64", &cache);
+    // Changed after it was gathered ahead: the first keys are those of the
+    // files as they were gathered.
+    let csrc = std::fs::read_dir(ahead.join("src/lmcache/csrc"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_file() && !p.to_string_lossy().ends_with(".tmp"))
+        .unwrap();
+    let mut text = std::fs::read_to_string(&csrc).unwrap();
+    text.push_str("\n// changed\n");
+    std::fs::write(&csrc, text).unwrap();
+    assert_eq!(keys(&ahead, &cache), direct);
+    assert_eq!(changed(&direct, &keys(&ahead, &cache)), ["lmcache"]);
+    let _ = std::fs::remove_dir_all(&made);
+    let _ = std::fs::remove_dir_all(&ahead);
+}
+
+/// A key lists only the part of the context its sources can reach: a
+/// `.git` that no target copies is never walked (a name there that no
+/// listing can hold would fail a walk of the whole context).
+#[test]
+fn keys_do_not_walk_what_no_source_reaches() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = twin_copy("reach");
+    let before = keys(&dir, &StatCache::default());
+    let objects = dir.join(".git/objects/ab");
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::write(objects.join(std::ffi::OsStr::from_bytes(b"\xff\xfe")), "x").unwrap();
+    assert!(
+        kiln_engine::context::list(&dir, None).is_err(),
+        "a walk of the whole context meets the name"
+    );
+    let other = twin_copy("reach-again");
+    std::fs::create_dir_all(other.join(".git/objects/ab")).unwrap();
+    std::fs::write(
+        other
+            .join(".git/objects/ab")
+            .join(std::ffi::OsStr::from_bytes(b"\xff\xfe")),
+        "x",
+    )
+    .unwrap();
+    assert_eq!(keys(&other, &StatCache::default()), before);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&other);
+}

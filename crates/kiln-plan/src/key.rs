@@ -148,6 +148,40 @@ pub fn select_by<T>(
         .collect()
 }
 
+/// The part of a context that `sources` can read (as [`select_by`]
+/// selects): `None` when that may be any of it (the whole context, a glob
+/// at its top, a path not worked out or not plain), else the paths
+/// (`/`-separated, sorted) at or below which all they read lies; a glob
+/// reads below its literal leading directories. A listing for a key needs
+/// only these and the directories that lead to them.
+pub fn reach(sources: &[ContextSource]) -> Option<Vec<String>> {
+    let mut out = Vec::with_capacity(sources.len());
+    for src in sources {
+        let path = clean(&src.path);
+        if src.kind == PathKind::Whole || path.is_empty() || path.contains('$') {
+            return None;
+        }
+        let segments = path.split('/');
+        let literal: Vec<&str> = match src.kind {
+            PathKind::Glob => segments
+                .take_while(|s| !s.contains(['*', '?', '[', '\\']))
+                .collect(),
+            _ => segments.collect(),
+        };
+        if literal.is_empty()
+            || literal
+                .iter()
+                .any(|s| s.is_empty() || *s == "." || *s == "..")
+        {
+            return None;
+        }
+        out.push(literal.join("/"));
+    }
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
 /// Whether the `/`-separated `path` is `dir` or a path below it.
 pub fn is_at_or_below(path: &str, dir: &str) -> bool {
     path.strip_prefix(dir)

@@ -476,20 +476,26 @@ impl History {
             params![run.id, run.project, run.started_at, run.wall_s, run.failed],
         )
         .map_err(err)?;
-        for t in &run.targets {
-            tx.execute(
-                "INSERT INTO run_targets (run_id, target, outcome, node, duration_s, expected_s)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    run.id,
-                    t.target,
-                    t.outcome,
-                    t.node,
-                    t.duration_s,
-                    t.expected_s
-                ],
-            )
-            .map_err(err)?;
+        {
+            // One statement for every target (SQL is parsed once).
+            let mut insert = tx
+                .prepare(
+                    "INSERT INTO run_targets (run_id, target, outcome, node, duration_s, expected_s)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(err)?;
+            for t in &run.targets {
+                insert
+                    .execute(params![
+                        run.id,
+                        t.target,
+                        t.outcome,
+                        t.node,
+                        t.duration_s,
+                        t.expected_s
+                    ])
+                    .map_err(err)?;
+            }
         }
         tx.commit().map_err(err)
     }

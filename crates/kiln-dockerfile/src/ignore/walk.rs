@@ -65,6 +65,11 @@ pub struct WalkOptions {
     /// listed as a [`EntryKind::File`]); `mode` and `size` are 0. The same entries are
     /// listed, in the same order, as without it.
     pub names_only: bool,
+    /// Only these paths (`/`-separated, relative to the root), what is below
+    /// them and the directories that lead to them: what a content key reads
+    /// when it knows which paths its sources can reach. Everything else is
+    /// neither listed nor walked into. `None`: everything.
+    pub reach: Option<Vec<String>>,
 }
 
 /// List what `docker build` would send for the context directory `root`, given the
@@ -131,6 +136,7 @@ pub fn walk_context_with<S: AsRef<str>>(
         out: Vec::new(),
         inodes: HashMap::new(),
         names_only: options.names_only,
+        reach: options.reach.clone(),
     };
     walker.walk_dir(root, "", &MatchInfo::default())?;
     Ok(walker.out)
@@ -223,6 +229,14 @@ struct Walker {
     inodes: HashMap<(u64, u64), String>,
     /// [`WalkOptions::names_only`].
     names_only: bool,
+    /// [`WalkOptions::reach`].
+    reach: Option<Vec<String>>,
+}
+
+/// Whether the `/`-separated `path` is `dir` or below it.
+fn at_or_below(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 impl Walker {
@@ -250,6 +264,13 @@ impl Walker {
             } else {
                 format!("{rel}/{name}")
             };
+            if let Some(reach) = &self.reach
+                && !reach
+                    .iter()
+                    .any(|p| at_or_below(&child, p) || at_or_below(p, &child))
+            {
+                continue;
+            }
             let meta = match kind {
                 Some(ft) => Listed::Kind(ft),
                 None => Listed::Meta(fs::symlink_metadata(&path).map_err(|e| io_error(&path, e))?),

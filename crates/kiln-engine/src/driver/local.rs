@@ -81,10 +81,56 @@ pub struct LocalEngine {
     /// The identity of the engine's unix socket when this process
     /// connected (what its facts are kept under).
     socket: Option<String>,
-    /// Held while a round of [`LocalEngine::prefetch`] questions is asked,
-    /// so that a round started early (while the run is prepared) answers
-    /// the next one instead of being asked twice; shared by clones.
-    asking: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// The references a round of [`LocalEngine::prefetch`] questions is
+    /// asking now, each with that round's end: a question about one of them
+    /// waits for that round instead of asking it again (a round started
+    /// early, while the run is prepared, answers the preflight's and the
+    /// run's), and asks the rest at once; shared by clones.
+    asking: Asking,
+}
+
+/// The unique reference ([`crate::naming::local_ref`]) of each target's
+/// image, as far as `seen` knows what its first tag names: what a recorded
+/// target's skip confirms besides its tags.
+fn unique_of(
+    targets: &[(String, Vec<String>)],
+    seen: &HashMap<String, Option<String>>,
+) -> Vec<String> {
+    targets
+        .iter()
+        .filter_map(|(name, tags)| {
+            let id = seen.get(tags.first()?)?.as_deref()?;
+            Some(crate::naming::local_ref(name, id))
+        })
+        .collect()
+}
+
+/// See [`LocalEngine::asking`]: a round's end is `true` on its channel
+/// (or the channel closed, when the round was dropped unfinished).
+type Asking = std::sync::Arc<std::sync::Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>>;
+
+/// A round of questions in flight: its references leave
+/// [`LocalEngine::asking`] and its end is signalled when it is dropped,
+/// finished or not (what it did not answer is then asked by whoever
+/// needs it).
+struct Round {
+    asking: Asking,
+    references: Vec<String>,
+    done: tokio::sync::watch::Sender<bool>,
+    end: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Drop for Round {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.asking.lock() {
+            for r in &self.references {
+                if m.get(r).is_some_and(|rx| rx.same_channel(&self.end)) {
+                    m.remove(r);
+                }
+            }
+        }
+        let _ = self.done.send(true);
+    }
 }
 
 /// A containerd image store that answers lookups for an engine.
@@ -763,19 +809,67 @@ impl LocalEngine {
     /// is inspected by itself, and so is every reference on the containerd
     /// store, all at once (its listing walks every image in the store).
     pub async fn prefetch(&self, references: &[&str]) {
-        // After a round in flight (what it answers is not asked again).
-        let _round = self.asking.lock().await;
-        let wanted: Vec<String> = match self.seen.lock() {
-            Ok(m) => references
-                .iter()
-                .filter(|r| !m.contains_key(**r))
-                .map(|r| r.to_string())
-                .collect(),
-            Err(_) => return,
+        let (round, others) = self.claim(references);
+        let ask = async {
+            if let Some(round) = round {
+                self.ask_round(round.references.clone()).await;
+                // Answers are learned before the round ends (`claim`).
+                drop(round);
+            }
         };
-        if wanted.is_empty() {
-            return;
+        let wait = futures_util::future::join_all(others.into_iter().map(|mut end| async move {
+            let _ = end.wait_for(|done| *done).await;
+        }));
+        tokio::join!(ask, wait);
+    }
+
+    /// Splits `references` into those to ask now (a new [`Round`], `None`
+    /// when there are none) and the ends of the rounds in flight that ask
+    /// the others; those already answered are neither. Under the lock of
+    /// [`LocalEngine::asking`], which a round holds to leave it, after what
+    /// it learned is in `seen`: a reference is never missed between the two.
+    fn claim(
+        &self,
+        references: &[&str],
+    ) -> (Option<Round>, Vec<tokio::sync::watch::Receiver<bool>>) {
+        let Ok(mut asking) = self.asking.lock() else {
+            return (None, Vec::new());
+        };
+        let Ok(seen) = self.seen.lock() else {
+            return (None, Vec::new());
+        };
+        let (done, end) = tokio::sync::watch::channel(false);
+        let mut mine: Vec<String> = Vec::new();
+        let mut others: Vec<tokio::sync::watch::Receiver<bool>> = Vec::new();
+        for r in references {
+            if seen.contains_key(*r) || mine.iter().any(|m| m == r) {
+                continue;
+            }
+            match asking.get(*r) {
+                Some(other) => {
+                    if !others.iter().any(|o| o.same_channel(other)) {
+                        others.push(other.clone());
+                    }
+                }
+                None => {
+                    asking.insert(r.to_string(), end.clone());
+                    mine.push(r.to_string());
+                }
+            }
         }
+        drop(seen);
+        drop(asking);
+        let round = (!mine.is_empty()).then(|| Round {
+            asking: self.asking.clone(),
+            references: mine,
+            done,
+            end,
+        });
+        (round, others)
+    }
+
+    /// One round of questions about `wanted` (none answered yet).
+    async fn ask_round(&self, wanted: Vec<String>) {
         // The containerd store's own API answers all at once; through the
         // Engine API it lists by walking every image it holds (~90 ms
         // filtered, at 223 images, against ~8 ms an inspect): what that
@@ -816,21 +910,44 @@ impl LocalEngine {
     }
 
     /// Starts, on the current runtime, connecting to the engine at
-    /// `endpoint` and then (on the containerd image store) a round of
-    /// [`prefetch`](Self::prefetch) questions about `references`, while the
-    /// caller goes on preparing the run: a connection or a round in flight
-    /// is waited for by the next caller, never made twice. Errors are left
-    /// for the preflight and the run to meet and report.
-    pub fn start_early(endpoint: Endpoint, references: Vec<String>) {
+    /// `endpoint` and then (on the containerd image store) asking about
+    /// `targets` (each a target's name and tags) while the caller goes on
+    /// preparing the run: first every tag, then the unique reference
+    /// ([`crate::naming::local_ref`]) of the image each target's first tag
+    /// names, which is the one a recorded target's skip confirms. A
+    /// connection or a round in flight is waited for by the next caller,
+    /// never made twice. Errors are left for the preflight and the run to
+    /// meet and report.
+    pub fn start_early(endpoint: Endpoint, targets: Vec<(String, Vec<String>)>) {
         tokio::spawn(async move {
-            let Ok(engine) = LocalEngine::connect(endpoint).await else {
-                return;
-            };
-            if engine.image_store == ImageStore::Containerd && !references.is_empty() {
-                let refs: Vec<&str> = references.iter().map(String::as_str).collect();
-                engine.prefetch(&refs).await;
+            if let Ok(engine) = LocalEngine::connect(endpoint).await {
+                engine.ask_about(targets).await;
             }
         });
+    }
+
+    /// [`start_early`](Self::start_early)'s questions about `targets`, on an
+    /// engine connected to: started on the current runtime, not waited for.
+    pub fn ask_early(&self, targets: Vec<(String, Vec<String>)>) {
+        let engine = self.clone();
+        tokio::spawn(async move { engine.ask_about(targets).await });
+    }
+
+    async fn ask_about(&self, targets: Vec<(String, Vec<String>)>) {
+        if self.image_store != ImageStore::Containerd || targets.is_empty() {
+            return;
+        }
+        let tags: Vec<&str> = targets
+            .iter()
+            .flat_map(|(_, tags)| tags.iter().map(String::as_str))
+            .collect();
+        self.prefetch(&tags).await;
+        let unique = match self.seen.lock() {
+            Ok(seen) => unique_of(&targets, &seen),
+            Err(_) => return,
+        };
+        let unique: Vec<&str> = unique.iter().map(String::as_str).collect();
+        self.prefetch(&unique).await;
     }
 
     /// Looks up recorded images by their unique references and the tags
@@ -1277,6 +1394,97 @@ fn manifest_put_refused_without_reason(lower: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An engine that is never asked: what this process knows of it only.
+    fn idle_engine() -> LocalEngine {
+        LocalEngine {
+            // Never connected to: no request is made.
+            docker: Docker::connect_with_http(
+                "http://127.0.0.1:9",
+                1,
+                bollard::API_DEFAULT_VERSION,
+            )
+            .unwrap(),
+            endpoint: Endpoint {
+                host: "tcp://127.0.0.1:9".into(),
+                docker_cli: "docker".into(),
+            },
+            platform: "linux/amd64".into(),
+            image_store: ImageStore::Containerd,
+            version: "26.1.5".into(),
+            seen: Default::default(),
+            identities: Default::default(),
+            engine_ids: Default::default(),
+            link: Default::default(),
+            socket: None,
+            asking: Default::default(),
+        }
+    }
+
+    /// A reference is asked by one round at a time: a question about it
+    /// while a round asks it waits for that round (and asks the rest
+    /// itself, at once); once the round has ended, what it learned answers
+    /// and nothing is asked again.
+    #[test]
+    fn a_reference_in_flight_is_waited_for_and_the_rest_asked_at_once() {
+        let e = idle_engine();
+        let (first, waits) = e.claim(&["a", "b", "a"]);
+        let first = first.expect("a and b are asked");
+        assert_eq!(first.references, ["a", "b"]);
+        assert!(waits.is_empty());
+        let (second, mut waits) = e.claim(&["b", "c"]);
+        assert_eq!(
+            second.as_ref().map(|r| r.references.clone()),
+            Some(vec!["c".to_string()])
+        );
+        assert_eq!(waits.len(), 1, "b is in flight in the first round");
+        assert!(!*waits[0].borrow());
+        // The first round learns a and b, then ends.
+        if let Ok(mut seen) = e.seen.lock() {
+            seen.insert("a".into(), Some("sha256:a".into()));
+            seen.insert("b".into(), None);
+        }
+        drop(first);
+        assert!(*waits[0].borrow_and_update(), "its end is signalled");
+        let (third, waits) = e.claim(&["a", "b", "c"]);
+        assert!(third.is_none(), "a and b answered, c in flight");
+        assert_eq!(waits.len(), 1);
+        drop(second);
+        // c was not answered: it is asked again, by whoever needs it.
+        let (fourth, _) = e.claim(&["c"]);
+        assert_eq!(
+            fourth.map(|r| r.references.clone()),
+            Some(vec!["c".to_string()])
+        );
+    }
+
+    /// The unique references asked early are those of the images the
+    /// targets' first tags name; a tag not known (or of no image) gives
+    /// none.
+    #[test]
+    fn unique_references_follow_what_the_first_tags_name() {
+        let seen: HashMap<String, Option<String>> = [
+            (
+                "r/a:1".to_string(),
+                Some("sha256:0123456789abcdef0123".to_string()),
+            ),
+            ("r/b:1".to_string(), None),
+        ]
+        .into();
+        let targets = vec![
+            (
+                "a".to_string(),
+                vec!["r/a:1".to_string(), "r/a:latest".to_string()],
+            ),
+            ("b".to_string(), vec!["r/b:1".to_string()]),
+            ("c".to_string(), vec!["r/c:1".to_string()]),
+            ("d".to_string(), Vec::new()),
+        ];
+        assert_eq!(
+            unique_of(&targets, &seen),
+            [crate::naming::local_ref("a", "sha256:0123456789abcdef0123")]
+        );
+    }
 
     /// An engine's facts are recalled only while the daemon that gave them
     /// owns the socket: a new socket (a restarted daemon) is asked again.

@@ -176,13 +176,7 @@ where
     if !spec.join.is_empty() {
         return Ok(join_key(spec, outputs));
     }
-    // One platform keys as itself; several as their list in the target's
-    // order (BuildKit's `TARGETPLATFORM` and the index follow it).
-    let platform = if spec.platforms.is_empty() {
-        engine_platform.to_string()
-    } else {
-        spec.platforms.join(",")
-    };
+    let platform = crate::inputs::key_platform(spec, engine_platform);
     let o = outside(spec, specs, outputs, lookup, &platform).await?;
     let pins = o.pins.clone();
     let s = spec.clone();
@@ -364,6 +358,33 @@ impl Resolver {
             Err(_) => None,
         }
     }
+}
+
+/// Starts, on the current runtime, gathering what the keys of `specs`
+/// read of their own ([`crate::inputs::pregather`], on the blocking pool):
+/// on the platform of the engine at `engine` once it has said it, else on
+/// `platform`. Beside the rest of the run's preparation, which mostly
+/// waits on the engine. A key made on another platform gathers its own
+/// again; errors are left for the keys to meet.
+pub fn gather_early(
+    engine: Option<crate::Endpoint>,
+    platform: String,
+    specs: Vec<BuildSpec>,
+    cache: Arc<StatCache>,
+) {
+    tokio::spawn(async move {
+        let platform = match engine {
+            Some(endpoint) => match crate::driver::local::LocalEngine::connect(endpoint).await {
+                Ok(engine) => engine.platform.clone(),
+                Err(_) => return,
+            },
+            None => platform,
+        };
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::inputs::pregather(&specs, &platform, &cache);
+        })
+        .await;
+    });
 }
 
 /// The key of `spec`, external images resolved by `resolver`.

@@ -118,6 +118,10 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         crate::output::metadata::write(path, &doc)
     });
     let finished = finish(&s, &p.project, &p.specs, &p.lanes, summary, &sizes, out);
+    // Everything the run started has ended and what it learned is written:
+    // the runtime's idle threads end with the process instead of being
+    // joined one by one.
+    rt.shutdown_background();
     match metadata {
         Some(Err(e)) if finished.is_ok() => Err(CliError::env(e)),
         Some(Err(e)) => {

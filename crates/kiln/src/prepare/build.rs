@@ -59,17 +59,26 @@ pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Pr
     let (bake, views) = crate::prepare::stamps::load(&s.bake)?;
     let planned = build_plan(&bake, views.as_ref(), &s.bake, &s.targets)?;
     let mut specs = specs_for(&bake, &planned, &s.bake.cwd, s.push || s.fleet.is_some())?;
-    // The contexts the keys read are listed while the rest is prepared.
-    kiln_engine::inputs::prewarm_contexts(&specs);
-    // What the preflight asks the engine of the targets (each one's first
-    // tag), asked while it works out the rest.
+    // What the keys read of the targets' own files is gathered while the
+    // rest is prepared: on the one engine's platform, else (a builder or a
+    // fleet, not asked yet) this machine's, the usual one.
+    {
+        let _rt = rt.enter();
+        kiln_engine::keys::gather_early(
+            one_engine.then(|| s.store.endpoint.clone()),
+            crate::settings::local_platform(),
+            specs.clone(),
+            kiln_engine::hashing::StatCache::shared(&s.store.stat_cache),
+        );
+    }
+    // What the run asks the engine of recorded targets (their tags and
+    // unique references), asked while the rest is worked out.
     if one_engine {
         let _rt = rt.enter();
-        let tags = specs
-            .iter()
-            .filter_map(|sp| sp.tags.first().cloned())
-            .collect();
-        kiln_engine::driver::local::LocalEngine::start_early(s.store.endpoint.clone(), tags);
+        kiln_engine::driver::local::LocalEngine::start_early(
+            s.store.endpoint.clone(),
+            crate::prepare::preflight::engine_images(&specs),
+        );
     }
     if s.fleet.is_some()
         && let Some(untagged) = specs.iter().find(|sp| sp.tags.is_empty())

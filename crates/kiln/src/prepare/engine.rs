@@ -63,8 +63,10 @@ pub fn open_store(
             .collect::<Result<Vec<_>, CliError>>()?;
         Arc::new(Layered::new(mine, reads))
     };
-    let cache = kiln_engine::hashing::StatCache::load(&s.stat_cache);
-    Ok((store, Arc::new(cache)))
+    Ok((
+        store,
+        kiln_engine::hashing::StatCache::shared(&s.stat_cache),
+    ))
 }
 
 /// A multi-threaded runtime for the engine calls.

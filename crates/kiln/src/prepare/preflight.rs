@@ -120,27 +120,20 @@ pub fn check(
             engine,
         });
     }
-    // One round of questions to the one engine on the containerd image
-    // store: the images the targets need and each target's first tag, at
-    // once. An inspect names every tag of its image, so a recorded target's
-    // first tag answers for its other tags and its unique reference: the
-    // run's confirmation of recorded images finds them answered rather
-    // than asking after this. (The classic store is asked in one listing
-    // by the run, which must name the unique references: a filtered
-    // listing names only the tags it matches.)
+    // On the one engine's containerd image store, the images the targets
+    // need are asked in one round, waited for. Each target's tags and
+    // unique reference (what the run's skips confirm) are asked in rounds
+    // started here and not waited for: the run meets them (when the engine
+    // was connected to early they are being asked already, and nothing is
+    // asked twice). Through the Engine API an inspect names every tag of
+    // its image: the run's own round answers them.
     if eligible.is_none()
         && let Some(e) = fleet_nodes.first().and_then(|n| n.engine.as_ref())
         && e.image_store == kiln_engine::driver::local::ImageStore::Containerd
     {
-        let refs: Vec<&str> = needs
-            .iter()
-            .map(|n| n.reference.as_str())
-            .chain(
-                specs
-                    .iter()
-                    .filter_map(|s| s.tags.first().map(String::as_str)),
-            )
-            .collect();
+        let _rt = rt.enter();
+        e.ask_early(engine_images(specs));
+        let refs: Vec<&str> = needs.iter().map(|n| n.reference.as_str()).collect();
         rt.block_on(e.prefetch(&refs));
     }
     if needs.is_empty() {
@@ -157,6 +150,17 @@ pub fn check(
             None => vec![0],
         },
     )))
+}
+
+/// Each target whose image an engine would hold (a multi-platform target's
+/// or a platform unit's is in its registry) and has tags: its name and
+/// tags, what a skip confirms in the engine.
+pub fn engine_images(specs: &[kiln_engine::BuildSpec]) -> Vec<(String, Vec<String>)> {
+    specs
+        .iter()
+        .filter(|sp| !sp.registry_only() && !sp.tags.is_empty())
+        .map(|sp| (sp.name.clone(), sp.tags.clone()))
+        .collect()
 }
 
 /// The nodes that may build some target needing the image, in node order.
