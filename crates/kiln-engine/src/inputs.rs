@@ -304,6 +304,42 @@ pub fn gather_for_build(
     let keyed = spec.keyed();
     let spec: &BuildSpec = &keyed;
     let own = own_inputs_once(spec, platform, cache)?;
+    Ok(compose(spec, platform, &own, images, upstreams))
+}
+
+/// [`gather_for_build`] when what it reads of `spec`'s own files was
+/// gathered ahead and is ready ([`pregather`]): no file is read and
+/// nothing waits, so a caller on an async runtime may call it in place.
+/// `None` (and nothing taken) otherwise.
+pub fn gather_ready(
+    spec: &BuildSpec,
+    platform: &str,
+    images: &BTreeMap<String, String>,
+    upstreams: &BTreeMap<String, String>,
+) -> Option<Gathered> {
+    let keyed = spec.keyed();
+    let spec: &BuildSpec = &keyed;
+    let k = OwnKey::of(spec, platform);
+    let mut m = EARLY.lock().ok()?;
+    let early = m.as_mut()?;
+    let own = match early.get(&k)? {
+        Early::Slot(slot) => slot.get()?.clone()?,
+        Early::Taken => return None,
+    };
+    early.insert(k, Early::Taken);
+    drop(m);
+    Some(compose(spec, platform, &own, images, upstreams))
+}
+
+/// The manifest of (keyed) `spec` from its own inputs, the images it reads
+/// and the outputs of its upstreams.
+fn compose(
+    spec: &BuildSpec,
+    platform: &str,
+    own: &OwnInputs,
+    images: &BTreeMap<String, String>,
+    upstreams: &BTreeMap<String, String>,
+) -> Gathered {
     let mut upstreams = upstreams.clone();
     upstreams.extend(own.local.iter().map(|(k, v)| (k.clone(), v.clone())));
     let mut image_digests = BTreeMap::new();
@@ -340,11 +376,11 @@ pub fn gather_for_build(
         attest: spec.attest.clone(),
     };
     m.normalize();
-    Ok(Gathered {
+    Gathered {
         manifest: m,
         stats: own.stats,
         jobs_secret: crate::jobs::wanted(spec, &own.mounts),
-    })
+    }
 }
 
 /// What a target's key reads of its own: the needed stages of its

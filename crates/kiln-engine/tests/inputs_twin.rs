@@ -170,6 +170,28 @@ fn inputs_gathered_ahead_make_the_same_keys_and_are_taken_once() {
     let mut text = std::fs::read_to_string(&csrc).unwrap();
     text.push_str("\n// changed\n");
     std::fs::write(&csrc, text).unwrap();
+    // Ready: composed in place (what a key on the runtime does), once.
+    let vllm = specs(&ahead)
+        .into_iter()
+        .find(|s| s.name == "vllm")
+        .unwrap();
+    let images: BTreeMap<String, String> = external_images(&vllm, "linux/amd64")
+        .unwrap()
+        .into_iter()
+        .map(|i| (i, "sha256:fixed-base".to_string()))
+        .collect();
+    let upstreams: BTreeMap<String, String> = vllm
+        .contexts
+        .keys()
+        .map(|k| (k.clone(), format!("sha256:up-{k}")))
+        .collect();
+    let ready = kiln_engine::inputs::gather_ready(&vllm, "linux/amd64", &images, &upstreams)
+        .expect("gathered ahead");
+    assert_eq!(ready.manifest.key(), direct["vllm"]);
+    assert!(
+        kiln_engine::inputs::gather_ready(&vllm, "linux/amd64", &images, &upstreams).is_none(),
+        "taken once"
+    );
     assert_eq!(keys(&ahead, &cache), direct);
     assert_eq!(changed(&direct, &keys(&ahead, &cache)), ["lmcache"]);
     let _ = std::fs::remove_dir_all(&made);

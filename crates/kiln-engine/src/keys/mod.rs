@@ -179,12 +179,18 @@ where
     let platform = crate::inputs::key_platform(spec, engine_platform);
     let o = outside(spec, specs, outputs, lookup, &platform).await?;
     let pins = o.pins.clone();
-    let s = spec.clone();
-    let g = tokio::task::spawn_blocking(move || {
-        gather_for_build(&s, &platform, &o.images, &o.upstreams, &cache)
-    })
-    .await
-    .map_err(|e| EngineError::Build(format!("hashing task failed: {e}")))??;
+    // Gathered ahead: composed here. Else read from disk, off the runtime.
+    let g = match crate::inputs::gather_ready(spec, &platform, &o.images, &o.upstreams) {
+        Some(g) => g,
+        None => {
+            let s = spec.clone();
+            tokio::task::spawn_blocking(move || {
+                gather_for_build(&s, &platform, &o.images, &o.upstreams, &cache)
+            })
+            .await
+            .map_err(|e| EngineError::Build(format!("hashing task failed: {e}")))??
+        }
+    };
     let (manifest, stats, jobs_secret) = (g.manifest, g.stats, g.jobs_secret);
     let key = o.pending.is_empty().then(|| manifest.key());
     let volatile = crate::inputs::volatile(&manifest);
