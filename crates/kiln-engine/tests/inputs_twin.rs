@@ -73,24 +73,45 @@ fn specs(dir: &Path) -> Vec<BuildSpec> {
         .collect()
 }
 
+/// Fixed digests for the images and upstreams a target reads.
+type Digests = BTreeMap<String, String>;
+
+fn fixed(s: &BuildSpec) -> (Digests, Digests) {
+    let images = external_images(s, "linux/amd64")
+        .unwrap()
+        .into_iter()
+        .map(|i| (i, "sha256:fixed-base".to_string()))
+        .collect();
+    let upstreams = s
+        .contexts
+        .keys()
+        .map(|k| (k.clone(), format!("sha256:up-{k}")))
+        .collect();
+    (images, upstreams)
+}
+
 /// Every target's key, with fixed image and upstream digests.
 fn keys(dir: &Path, cache: &StatCache) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for s in specs(dir) {
-        let images: BTreeMap<String, String> = external_images(&s, "linux/amd64")
-            .unwrap()
-            .into_iter()
-            .map(|i| (i, "sha256:fixed-base".to_string()))
-            .collect();
-        let upstreams: BTreeMap<String, String> = s
-            .contexts
-            .keys()
-            .map(|k| (k.clone(), format!("sha256:up-{k}")))
-            .collect();
+        let (images, upstreams) = fixed(&s);
         let (m, _) = gather(&s, "linux/amd64", &images, &upstreams, cache).unwrap();
         out.insert(s.name.clone(), m.key());
     }
     out
+}
+
+/// Changes one of lmcache's C sources, which only lmcache's key reads.
+fn change_an_lmcache_source(dir: &Path) {
+    let csrc = std::fs::read_dir(dir.join("src/lmcache/csrc"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_file() && !p.to_string_lossy().ends_with(".tmp"))
+        .unwrap();
+    let mut text = std::fs::read_to_string(&csrc).unwrap();
+    text.push_str("\n// changed\n");
+    std::fs::write(&csrc, text).unwrap();
 }
 
 fn changed(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
@@ -132,15 +153,7 @@ fn keys_follow_exactly_what_each_target_consumes() {
     );
 
     // Consumed: one of lmcache's C sources.
-    let csrc = std::fs::read_dir(dir.join("src/lmcache/csrc"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_file() && !p.to_string_lossy().ends_with(".tmp"))
-        .unwrap();
-    let mut text = std::fs::read_to_string(&csrc).unwrap();
-    text.push_str("\n// changed\n");
-    std::fs::write(&csrc, text).unwrap();
+    change_an_lmcache_source(&dir);
     assert_eq!(
         changed(&base, &keys(&dir, &cache)),
         ["lmcache"],
@@ -161,30 +174,13 @@ fn inputs_gathered_ahead_make_the_same_keys_and_are_taken_once() {
     kiln_engine::inputs::pregather(&specs(&ahead), "linux/amd64", &cache);
     // Changed after it was gathered ahead: the first keys are those of the
     // files as they were gathered.
-    let csrc = std::fs::read_dir(ahead.join("src/lmcache/csrc"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.is_file() && !p.to_string_lossy().ends_with(".tmp"))
-        .unwrap();
-    let mut text = std::fs::read_to_string(&csrc).unwrap();
-    text.push_str("\n// changed\n");
-    std::fs::write(&csrc, text).unwrap();
+    change_an_lmcache_source(&ahead);
     // Ready: composed in place (what a key on the runtime does), once.
     let vllm = specs(&ahead)
         .into_iter()
         .find(|s| s.name == "vllm")
         .unwrap();
-    let images: BTreeMap<String, String> = external_images(&vllm, "linux/amd64")
-        .unwrap()
-        .into_iter()
-        .map(|i| (i, "sha256:fixed-base".to_string()))
-        .collect();
-    let upstreams: BTreeMap<String, String> = vllm
-        .contexts
-        .keys()
-        .map(|k| (k.clone(), format!("sha256:up-{k}")))
-        .collect();
+    let (images, upstreams) = fixed(&vllm);
     let ready = kiln_engine::inputs::gather_ready(&vllm, "linux/amd64", &images, &upstreams)
         .expect("gathered ahead");
     assert_eq!(ready.manifest.key(), direct["vllm"]);
