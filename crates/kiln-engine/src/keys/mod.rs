@@ -367,7 +367,7 @@ impl Resolver {
 }
 
 /// Starts, on the current runtime, gathering what the keys of `specs`
-/// read of their own ([`crate::inputs::pregather`], on the blocking pool):
+/// read of their own ([`crate::inputs::pregather`], on a thread of its own):
 /// on the platform of the engine at `engine` once it has said it, else on
 /// `platform`. Beside the rest of the run's preparation, which mostly
 /// waits on the engine. A key made on another platform gathers its own
@@ -386,10 +386,12 @@ pub fn gather_early(
             },
             None => platform,
         };
-        let _ = tokio::task::spawn_blocking(move || {
-            crate::inputs::pregather(&specs, &platform, &cache);
-        })
-        .await;
+        // A thread of its own, never joined: a run that stops before its
+        // keys (a failed preflight, a signal) does not wait for files to
+        // be hashed that nothing will read.
+        let _ = std::thread::Builder::new()
+            .name("kiln-gather".into())
+            .spawn(move || crate::inputs::pregather(&specs, &platform, &cache));
     });
 }
 
