@@ -68,9 +68,8 @@ pub fn list_for_keys(
     reach: Option<&[String]>,
 ) -> Result<std::sync::Arc<Vec<Entry>>, EngineError> {
     // One slot per listing: a caller that comes while another walks the
-    // same part of a context (keys gathered ahead, see
-    // [`crate::inputs::pregather`]) waits for that walk instead of making
-    // its own. A failed walk is not kept.
+    // same part of a context (a key gathered ahead of the run) waits for
+    // that walk instead of making its own. A failed walk is not kept.
     type Slot = std::sync::Arc<std::sync::OnceLock<std::sync::Arc<Vec<Entry>>>>;
     type Listed = std::collections::HashMap<
         (

@@ -109,8 +109,7 @@ impl StatCache {
     }
 
     /// The cache file at `path`, loaded once per process: the keys a run
-    /// gathers ahead ([`crate::inputs::pregather`]) and the run's own read
-    /// and fill the same one.
+    /// gathers ahead of it and the run's own read and fill the same one.
     pub fn shared(path: &Path) -> std::sync::Arc<StatCache> {
         // Loaded under the lock: two callers at once share one cache.
         type Loaded = HashMap<PathBuf, std::sync::Arc<StatCache>>;

@@ -412,7 +412,7 @@ struct OwnKey {
     inline: Option<String>,
     target: Option<String>,
     args: BTreeMap<String, String>,
-    contexts: Vec<(String, String)>,
+    contexts: BTreeMap<String, crate::spec::ContextSource>,
     platform: String,
 }
 
@@ -425,11 +425,7 @@ impl OwnKey {
             inline: spec.dockerfile_inline.clone(),
             target: spec.target.clone(),
             args: spec.args.clone(),
-            contexts: spec
-                .contexts
-                .iter()
-                .map(|(k, v)| (k.clone(), format!("{v:?}")))
-                .collect(),
+            contexts: spec.contexts.clone(),
             platform: platform.to_string(),
         }
     }

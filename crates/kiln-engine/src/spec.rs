@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 /// Where a named context comes from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ContextSource {
     /// `target:NAME`: another target of this run.

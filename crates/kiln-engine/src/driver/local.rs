@@ -89,22 +89,6 @@ pub struct LocalEngine {
     asking: Asking,
 }
 
-/// The unique reference ([`crate::naming::local_ref`]) of each target's
-/// image, as far as `seen` knows what its first tag names: what a recorded
-/// target's skip confirms besides its tags.
-fn unique_of(
-    targets: &[(String, Vec<String>)],
-    seen: &HashMap<String, Option<String>>,
-) -> Vec<String> {
-    targets
-        .iter()
-        .filter_map(|(name, tags)| {
-            let id = seen.get(tags.first()?)?.as_deref()?;
-            Some(crate::naming::local_ref(name, id))
-        })
-        .collect()
-}
-
 /// See [`LocalEngine::asking`]: a round's end is `true` on its channel
 /// (or the channel closed, when the round was dropped unfinished).
 type Asking = std::sync::Arc<std::sync::Mutex<HashMap<String, tokio::sync::watch::Receiver<bool>>>>;
@@ -131,6 +115,22 @@ impl Drop for Round {
         }
         let _ = self.done.send(true);
     }
+}
+
+/// The unique reference ([`crate::naming::local_ref`]) of each target's
+/// image, as far as `seen` knows what its first tag names: what a recorded
+/// target's skip confirms besides its tags.
+fn unique_of(
+    targets: &[(String, Vec<String>)],
+    seen: &HashMap<String, Option<String>>,
+) -> Vec<String> {
+    targets
+        .iter()
+        .filter_map(|(name, tags)| {
+            let id = seen.get(tags.first()?)?.as_deref()?;
+            Some(crate::naming::local_ref(name, id))
+        })
+        .collect()
 }
 
 /// A containerd image store that answers lookups for an engine.
