@@ -721,3 +721,83 @@ fn many_targets_sharing_a_large_layer_push_at_once() {
     eprintln!("{n} targets sharing a 48 MiB layer pushed at once: {retried} try(s) run again");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A pushing no-op on a builder that keeps no image store asks the
+/// registry one `HEAD` per tag, all at the start: the answer that a
+/// recorded target's tag still names its digest is also where its image
+/// is, so nothing is asked again by digest, level after level of the
+/// graph, and nothing is written. (The requests are counted by
+/// `scripts/registry-faults` in front of the registry, injecting nothing.)
+#[test]
+fn a_pushing_no_op_on_a_remote_builder_asks_one_head_per_tag_and_nothing_by_digest() {
+    let Some((host, reg)) = engine() else { return };
+    let Some(remote) = dev_env().1.get("KILN_REMOTE_BUILDER").cloned() else {
+        eprintln!("skipped: no remote builder (the legacy engine has no buildx)");
+        return;
+    };
+    let salt = unique("heads-");
+    let dir = workspace(&[
+        ("docker-bake.hcl", BAKE),
+        (
+            "Dockerfile.os",
+            &format!("ARG BASE\nFROM ${{BASE}}\nRUN echo {salt} > /salt\n"),
+        ),
+        ("Dockerfile.app", "FROM os\nRUN cat /salt > /app\n"),
+    ]);
+    let proxy = FaultProxy::start(&dir, &reg, &["status=GET:^/nothing$:500:0"]);
+    let ns = format!("e2e-{salt}");
+    let args: Vec<String> = vec![
+        "--push".into(),
+        "--driver".into(),
+        "buildx".into(),
+        "--builder".into(),
+        remote,
+        "--var".into(),
+        format!("REG=127.0.0.1:{}", proxy.port),
+        "--var".into(),
+        format!("NS={ns}"),
+        "--var".into(),
+        format!("BASE={reg}/kiln/busybox:latest"),
+        "os".into(),
+        "app".into(),
+    ];
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = build_json(&dir, &host, &a, &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let requests = || -> Vec<String> {
+        std::fs::read_to_string(&proxy.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" /v2/"))
+            .map(String::from)
+            .collect()
+    };
+    let before = requests().len();
+    let o = build_json(&dir, &host, &a, &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    let s = summary(&o);
+    for n in ["os", "app"] {
+        assert_eq!(target(&s, n)["status"], "skipped", "{s}");
+    }
+    let noop: Vec<String> = requests().split_off(before);
+    let manifests: Vec<&String> = noop.iter().filter(|l| l.contains("/manifests/")).collect();
+    for n in ["os", "app"] {
+        let heads = manifests
+            .iter()
+            .filter(|l| l.contains(&format!(" HEAD /v2/{ns}/{n}/manifests/1 ")))
+            .count();
+        assert_eq!(heads, 1, "one HEAD for {n}:1: {noop:#?}");
+    }
+    assert_eq!(
+        manifests.len(),
+        2,
+        "nothing else about a manifest: {noop:#?}"
+    );
+    assert!(
+        noop.iter()
+            .all(|l| l.contains(" GET /v2/ ") || l.contains(" HEAD /v2/")),
+        "a no-op only reads: {noop:#?}"
+    );
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -76,13 +76,20 @@ pub async fn in_registry(resolver: &Resolver, rec: &kiln_store::Record) -> Optio
         return matches!(registry.check(r).await, Ok(Resolution::Found(_))).then(|| r.clone());
     }
     for t in &rec.tags {
-        let Some(r) = kiln_plan::ImageRef::parse(t) else {
+        let Some(reference) = at_digest(t, digest) else {
             continue;
         };
-        let reference = format!("{}/{}@{digest}", r.domain(), r.path());
         if matches!(registry.check(&reference).await, Ok(Resolution::Found(_))) {
             return Some(reference);
         }
     }
     None
+}
+
+/// `tag`'s repository pinned at `digest` (`host/path@digest`, the host
+/// and path normalised), the reference [`in_registry`] asks and answers;
+/// `None` when `tag` is no image reference.
+pub fn at_digest(tag: &str, digest: &str) -> Option<String> {
+    let r = kiln_plan::ImageRef::parse(tag)?;
+    Some(format!("{}/{}@{digest}", r.domain(), r.path()))
 }

@@ -18,7 +18,7 @@
 mod locate;
 mod predict;
 
-pub use locate::{Located, in_registry, locate};
+pub use locate::{Located, at_digest, in_registry, locate};
 pub use predict::{Action, Prediction, predict};
 
 use std::collections::{BTreeMap, HashMap};

@@ -135,6 +135,18 @@ impl Shared {
         take_head(&self.heads, tag, busy).await
     }
 
+    /// What `tag`'s answer asked ahead says, without taking it (the skip
+    /// that verifies the tag takes it): `None` on the same terms as
+    /// [`head_ahead`](Shared::head_ahead).
+    pub(super) async fn peek_head(&self, tag: &str) -> Option<Option<crate::registry::Resolution>> {
+        if self.busy.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let head = self.heads.lock().ok()?.get(tag)?.clone();
+        let (at, answer) = head.await;
+        (at.elapsed() < HEAD_FRESH).then_some(answer)
+    }
+
     /// The write probe's answer, asking the store the first time.
     pub(super) async fn writable(&self) -> &Result<(), String> {
         self.writable

@@ -357,7 +357,10 @@ async fn skip_on(
         })
     };
     let engine = engine_for(node, spec);
-    let located = crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await;
+    let located = match seen_in_registry(sh, engine, &rec).await {
+        Some(l) => l,
+        None => crate::keys::locate(engine, &node.resolver, &spec.name, &rec).await,
+    };
     // A platform unit and its join live in the target's repository (the
     // index is made there of the units' manifests): one recorded in another
     // repository (the tags changed) is built again there, from the layer
@@ -426,6 +429,30 @@ async fn skip_on(
     adopt(sh, node, spec, rec, inputs, rebuilt, from)
         .await
         .map(Some)
+}
+
+/// Where a builder that keeps no image store (`engine` is `None`) has the
+/// recorded image, when the round of `HEAD`s asked ahead already says it:
+/// the record's first tag named the recorded digest a moment ago, so its
+/// repository holds that manifest, and [`crate::keys::in_registry`] would
+/// ask the same registry about it once more, one level of the graph after
+/// the other. `None`: not known that way (no answer asked ahead, another
+/// digest, an engine to look in first); `locate` asks.
+async fn seen_in_registry(
+    sh: &Shared,
+    engine: Option<&crate::driver::local::LocalEngine>,
+    rec: &Record,
+) -> Option<crate::keys::Located> {
+    if engine.is_some() {
+        return None;
+    }
+    let (digest, first) = (rec.digest.as_ref()?, rec.tags.first()?);
+    match sh.peek_head(first).await? {
+        Some(crate::registry::Resolution::Found(d)) if &d == digest => Some(
+            crate::keys::Located::Registry(crate::keys::at_digest(first, digest)?),
+        ),
+        _ => None,
+    }
 }
 
 /// The claimant this run is for `spec`'s key, or `None` when no claim is
