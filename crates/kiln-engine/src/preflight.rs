@@ -111,7 +111,7 @@ pub async fn check_fleet(
     needs: Vec<Need>,
     may_build: impl Fn(&Need) -> Vec<usize>,
 ) -> Vec<Checked> {
-    let mut out = Vec::with_capacity(needs.len());
+    let mut held = Vec::with_capacity(needs.len());
     for need in needs {
         let mut on = Vec::new();
         let mut missing_on = Vec::new();
@@ -127,6 +127,17 @@ pub async fn check_fleet(
                 None => missing_on.push(node.name.clone()),
             }
         }
+        held.push((need, on, missing_on, id));
+    }
+    // What the registries are asked, asked at once; the run's keys take
+    // the same answers (`registry::ask_ahead`).
+    crate::registry::ask_ahead(
+        held.iter()
+            .filter(|(_, _, missing_on, id)| id.is_none() || !missing_on.is_empty())
+            .map(|(need, ..)| need.reference.clone()),
+    );
+    let mut out = Vec::with_capacity(held.len());
+    for (need, on, missing_on, id) in held {
         let status = match id {
             Some(id) if missing_on.is_empty() => Status::Engine { id },
             _ => match registry_status(registry, &need.reference).await {

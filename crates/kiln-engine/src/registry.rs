@@ -172,6 +172,67 @@ fn shared_clients() -> &'static std::sync::Mutex<std::collections::HashMap<SlotK
     CLIENTS.get_or_init(Default::default)
 }
 
+/// An answer asked ahead: when it came, and what the reference named
+/// (`None`: no answer, which the run asks again and reports itself).
+type Ahead = futures_util::future::Shared<
+    futures_util::future::BoxFuture<'static, (std::time::Instant, Option<Resolution>)>,
+>;
+
+/// How long an answer asked ahead stands.
+pub const AHEAD_FRESH: Duration = Duration::from_secs(10);
+
+fn ahead() -> &'static std::sync::Mutex<std::collections::HashMap<String, Ahead>> {
+    static AHEAD: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, Ahead>>> =
+        std::sync::OnceLock::new();
+    AHEAD.get_or_init(Default::default)
+}
+
+/// Starts asking, on the current tokio runtime, what each of `references`
+/// names in its registry now ([`Registry::check`]), all at once and not
+/// waited for: what a run will ask while it is still being prepared (the
+/// tags a no-op verifies, the images the preflight looks for). Until
+/// [`forget_ahead`], and for [`AHEAD_FRESH`] after each answer came,
+/// `resolve` and `check` of the same reference, by any [`Registry`] of the
+/// process, take that answer (waiting for it while it is asked) instead of
+/// asking again. A reference asked ahead already is not asked twice. The
+/// registry's client (its transport probe, its TLS set-up) is made by the
+/// first of them, beside whatever the caller does next.
+pub fn ask_ahead(references: impl IntoIterator<Item = String>) {
+    use futures_util::FutureExt;
+    let Ok(registry) = Registry::new(Duration::from_secs(30)) else {
+        return;
+    };
+    let Ok(mut asked) = ahead().lock() else {
+        return;
+    };
+    for reference in references {
+        if asked.contains_key(&reference) {
+            continue;
+        }
+        let (r, what) = (registry.clone(), reference.clone());
+        let answer = async move {
+            let answer = match Target::parse(&what) {
+                Ok(target) => r.fetch(target).await.ok(),
+                Err(_) => None,
+            };
+            (std::time::Instant::now(), answer)
+        }
+        .boxed()
+        .shared();
+        tokio::spawn(answer.clone());
+        asked.insert(reference, answer);
+    }
+}
+
+/// Forgets every answer asked ahead: from now on each question is asked.
+/// Called when the run builds, pulls or writes to a registry (kiln's own
+/// manifest puts call it), after which a tag may name something else.
+pub fn forget_ahead() {
+    if let Ok(mut asked) = ahead().lock() {
+        asked.clear();
+    }
+}
+
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
@@ -313,6 +374,9 @@ impl Registry {
         if let Some(d) = target.digest {
             return Ok(Resolution::Found(d));
         }
+        if let Some(answer) = self.answered_ahead(reference).await {
+            return Ok(answer);
+        }
         self.fetch(target).await
     }
 
@@ -322,7 +386,20 @@ impl Registry {
     /// from the registry is `Absent`.
     pub async fn check(&self, reference: &str) -> Result<Resolution, RegistryError> {
         let target = Target::parse(reference)?;
+        if let Some(answer) = self.answered_ahead(reference).await {
+            return Ok(answer);
+        }
         self.fetch(target).await
+    }
+
+    /// The answer [`ask_ahead`] got for `reference`, waited for while it
+    /// is asked (within this client's timeout): `None` when it was not
+    /// asked ahead, found no answer, is older than [`AHEAD_FRESH`] or was
+    /// forgotten ([`forget_ahead`]).
+    async fn answered_ahead(&self, reference: &str) -> Option<Resolution> {
+        let asked = ahead().lock().ok()?.get(reference)?.clone();
+        let (at, answer) = tokio::time::timeout(self.inner.timeout, asked).await.ok()?;
+        answer.filter(|_| at.elapsed() < AHEAD_FRESH)
     }
 
     /// The size of the image `reference` names, in megabytes (10^6 bytes):
@@ -523,6 +600,8 @@ impl Registry {
             registry: dst.registry.clone(),
             detail: format!("{what}: an unusable media type {media_type:?}"),
         })?;
+        // What was asked ahead may be about this tag: no longer asked.
+        forget_ahead();
         // A push needs the login stored for the registry (the token for
         // pull and push is fetched with it).
         client.store_auth_if_needed(&dst.registry, &auth).await;

@@ -891,3 +891,59 @@ async fn an_index_has_the_size_of_its_largest_image_without_attestations() {
         manifest_requests(&log)
     );
 }
+
+/// What `ask_ahead` asks is asked once, at once, and every `resolve` and
+/// `check` of the same reference, by any `Registry` of the process, takes
+/// that answer; once forgotten (the run builds or writes), the registry is
+/// asked again, and a tag moved meanwhile is seen.
+#[tokio::test]
+async fn answers_asked_ahead_are_taken_until_forgotten() {
+    let now = Arc::new(Mutex::new(format!("sha256:{HEX}")));
+    let names = now.clone();
+    let (port, log) = serve(move |req| match req.target.as_str() {
+        "/v2/" => response("200 OK", &[], "{}"),
+        "/v2/team/app/manifests/v1" => {
+            let d = names.lock().unwrap().clone();
+            response("200 OK", &[("Docker-Content-Digest", d.as_str())], "")
+        }
+        _ => response("404 Not Found", &[], ""),
+    });
+    let reference = format!("127.0.0.1:{port}/team/app:v1");
+    let absent = format!("127.0.0.1:{port}/team/gone:v1");
+    kiln_engine::registry::ask_ahead([reference.clone(), absent.clone(), reference.clone()]);
+    let first = Resolution::Found(format!("sha256:{HEX}"));
+    let (a, b) = (
+        registry(Duration::from_secs(5)),
+        registry(Duration::from_secs(30)),
+    );
+    assert_eq!(a.resolve(&reference).await.unwrap(), first);
+    assert_eq!(b.check(&reference).await.unwrap(), first);
+    assert_eq!(b.resolve(&absent).await.unwrap(), Resolution::Absent);
+    let mut asked = manifest_requests(&log);
+    asked.sort();
+    assert_eq!(
+        asked,
+        [
+            // A 404 carries no digest: oci-client reads the manifest too.
+            "GET /v2/team/gone/manifests/v1",
+            "HEAD /v2/team/app/manifests/v1",
+            "HEAD /v2/team/gone/manifests/v1"
+        ],
+        "each asked once"
+    );
+    // The tag moves: the answer asked ahead stands until it is forgotten.
+    let moved = format!("sha256:{}", "b".repeat(64));
+    *now.lock().unwrap() = moved.clone();
+    assert_eq!(a.resolve(&reference).await.unwrap(), first);
+    kiln_engine::registry::forget_ahead();
+    assert_eq!(
+        a.resolve(&reference).await.unwrap(),
+        Resolution::Found(moved)
+    );
+    assert_eq!(
+        manifest_requests(&log).len(),
+        4,
+        "{:?}",
+        log.lock().unwrap()
+    );
+}

@@ -135,6 +135,13 @@ impl Shared {
         take_head(&self.heads, tag, busy).await
     }
 
+    /// A build or a pull starts: the warm-up's keys and the registry's
+    /// answers asked ahead are not used from now on.
+    pub(super) fn set_busy(&self) {
+        self.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+        crate::registry::forget_ahead();
+    }
+
     /// What `tag`'s answer asked ahead says, without taking it (the skip
     /// that verifies the tag takes it): `None` on the same terms as
     /// [`head_ahead`](Shared::head_ahead).

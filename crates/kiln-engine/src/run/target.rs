@@ -377,7 +377,7 @@ async fn skip_on(
     }
     if matches!(located, Located::Registry(_)) && engine.is_some() {
         // A pull takes time: the warm-up's keys are not reused after it.
-        sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+        sh.set_busy();
     }
     let from = match &located {
         Located::Engine {
@@ -532,7 +532,7 @@ impl Target<'_> {
             spec,
             keyed,
         } = *self;
-        sh.busy.store(true, std::sync::atomic::Ordering::Relaxed);
+        sh.set_busy();
         held.changes = changes_since_last(sh, spec, keyed, force).await;
         // Before the first build of the run: can what is built be recorded?
         // Said once; a run that builds nothing never asks.
@@ -918,6 +918,8 @@ async fn publish_recorded(
     {
         return Ok(Published::Verified(d.clone()));
     }
+    // The tag is written from here on: what was asked ahead may be stale.
+    crate::registry::forget_ahead();
     if let (Some(r), Some(d), Some(now)) = (node.resolver.registry(), &rec.digest, &now)
         && let Ok(true) = r.retag(&crate::naming::by_digest(t, d), t).await
     {

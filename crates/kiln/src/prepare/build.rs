@@ -71,6 +71,18 @@ pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Pr
             kiln_engine::hashing::StatCache::shared(&s.store.stat_cache),
         );
     }
+    // What each pushed tag names in its registry (what a skip verifies),
+    // asked while the rest is worked out; the registry's client is set up
+    // by the first of these questions.
+    if specs.iter().any(|sp| sp.push) {
+        let _rt = rt.enter();
+        kiln_engine::registry::ask_ahead(
+            specs
+                .iter()
+                .filter(|sp| sp.push)
+                .flat_map(|sp| sp.tags.iter().cloned()),
+        );
+    }
     // What the run asks the engine of recorded targets (their tags and
     // unique references), asked while the rest is worked out.
     if one_engine {
