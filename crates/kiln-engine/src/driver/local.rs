@@ -87,6 +87,9 @@ pub struct LocalEngine {
     /// early, while the run is prepared, answers the preflight's and the
     /// run's), and asks the rest at once; shared by clones.
     asking: Asking,
+    /// Why the containerd store `KILN_CONTAINERD` names could not be read,
+    /// until it is taken to be said; shared by clones.
+    trouble: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// See [`LocalEngine::asking`]: a round's end is `true` on its channel
@@ -139,6 +142,9 @@ struct Link {
     store: super::containerd::Store,
     /// It answered as the Engine API did, in a run that asked both.
     agreed: bool,
+    /// `KILN_CONTAINERD` names it: a store that cannot be read is then said
+    /// ([`LocalEngine::take_store_trouble`]), not passed over in silence.
+    named: bool,
 }
 
 /// See [`LocalEngine::recalled_identity`].
@@ -465,17 +471,21 @@ impl LocalEngine {
             facts.keep(&endpoint.host, s);
         }
         let link = if facts.containerd {
-            super::containerd::overridden()
+            let named = super::containerd::overridden();
+            let is_named = matches!(named, Some(Some(_)));
+            named
                 .unwrap_or_else(|| facts.containerd_store.clone())
                 .and_then(|store| match &facts.containerd_verdict {
                     Some((judged, false)) if *judged == store => None,
                     Some((judged, true)) if *judged == store => Some(Link {
                         store,
                         agreed: true,
+                        named: is_named,
                     }),
                     _ => Some(Link {
                         store,
                         agreed: false,
+                        named: is_named,
                     }),
                 })
         } else {
@@ -504,11 +514,19 @@ impl LocalEngine {
             link: std::sync::Arc::new(std::sync::Mutex::new(link)),
             socket,
             asking: Default::default(),
+            trouble: Default::default(),
         };
         if let Ok(mut m) = connected().lock() {
             m.insert(engine.endpoint.host.clone(), engine.clone());
         }
         Ok(engine)
+    }
+
+    /// Why the containerd store `KILN_CONTAINERD` names could not be read,
+    /// once (the next call says nothing until it fails again in another
+    /// process): for the run to say.
+    pub fn take_store_trouble(&self) -> Option<String> {
+        self.trouble.lock().ok()?.take()
     }
 
     /// Whether the daemon still answers (within the request bound).
@@ -646,18 +664,27 @@ impl LocalEngine {
             }
         }
         let names: Vec<String> = by_name.keys().cloned().collect();
-        let found: HashMap<String, String> =
-            match super::containerd::images(&link.store, &names).await {
-                Ok(f) => f.into_iter().collect(),
-                // Not readable (no right to its socket, gone, not answering):
-                // not asked again in this process.
-                Err(_) => {
-                    if let Ok(mut l) = self.link.lock() {
-                        *l = None;
-                    }
-                    return wanted;
+        let found: HashMap<String, String> = match super::containerd::images(&link.store, &names)
+            .await
+        {
+            Ok(f) => f.into_iter().collect(),
+            // Not readable (no right to its socket, gone, not answering):
+            // not asked again in this process; said when it was named.
+            Err(why) => {
+                if let Ok(mut l) = self.link.lock() {
+                    *l = None;
                 }
-            };
+                if link.named
+                    && let Ok(mut t) = self.trouble.lock()
+                {
+                    *t = Some(format!(
+                        "KILN_CONTAINERD names the containerd store {} (namespace {}), which cannot be read ({why}): images are looked up through the Engine API instead, which walks every image on the containerd image store; fix the path or the right to open the socket, or set KILN_CONTAINERD=off",
+                        link.store.address, link.store.namespace
+                    ));
+                }
+                return wanted;
+            }
+        };
         if !link.agreed {
             futures_util::future::join_all(wanted.iter().map(|r| self.image_id(r))).await;
             if let Some(agreed) = self.agrees(&by_name, &found) {
@@ -1418,6 +1445,49 @@ mod tests {
             link: Default::default(),
             socket: None,
             asking: Default::default(),
+            trouble: Default::default(),
+        }
+    }
+
+    /// A containerd store that cannot be read is not asked again and its
+    /// questions go to the Engine API; when `KILN_CONTAINERD` named it, why
+    /// is kept for the run to say (once), and not otherwise.
+    #[test]
+    fn a_named_containerd_store_that_cannot_be_read_is_said_once() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let gone = std::env::temp_dir().join(format!(
+            "kiln-no-containerd-{}/containerd.sock",
+            std::process::id()
+        ));
+        for named in [true, false] {
+            let e = idle_engine();
+            *e.link.lock().unwrap() = Some(Link {
+                store: super::super::containerd::Store {
+                    address: gone.display().to_string(),
+                    namespace: "moby".into(),
+                },
+                agreed: true,
+                named,
+            });
+            let left = rt.block_on(e.ask_containerd(vec!["busybox:latest".into()]));
+            assert_eq!(left, ["busybox:latest"], "the Engine API is asked");
+            assert!(e.link.lock().unwrap().is_none(), "not asked again");
+            let said = e.take_store_trouble();
+            if named {
+                let said = said.expect("said");
+                assert!(
+                    said.contains("KILN_CONTAINERD")
+                        && said.contains(&gone.display().to_string())
+                        && said.contains("KILN_CONTAINERD=off"),
+                    "{said}"
+                );
+                assert_eq!(e.take_store_trouble(), None, "said once");
+            } else {
+                assert_eq!(said, None, "a store kiln found itself falls back quietly");
+            }
         }
     }
 

@@ -127,6 +127,16 @@ pub async fn run(
             *h = hits;
         }
     }
+    // A containerd store named by hand that could not be read (asked by
+    // the preflight or the warm-up) is said, once.
+    for n in &shared.nodes {
+        if let Some(message) = n.engine.as_ref().and_then(|e| e.take_store_trouble()) {
+            shared.reporter.event(&Event::Warning {
+                target: String::new(),
+                message,
+            });
+        }
+    }
     let mut s = Scheduler::new(shared, placement, eligible);
     s.drive().await;
     Ok(s.finish())

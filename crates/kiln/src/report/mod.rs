@@ -746,7 +746,9 @@ pub fn save(kiln_dir: &Path, report: &mut RunReport) -> std::io::Result<PathBuf>
     std::fs::rename(&last_tmp, dir.join("last"))?;
     // Only the newest runs are kept (with their rendered pages). Their
     // names are counted first: the times that order them are read only
-    // when there are too many.
+    // when there are [`PRUNE_SLACK`] too many, and then the oldest go
+    // down to [`KEEP`] at once, so that a project past it does not list
+    // and order every run at the end of each.
     let recorded = std::fs::read_dir(&dir)
         .into_iter()
         .flatten()
@@ -757,7 +759,7 @@ pub fn save(kiln_dir: &Path, report: &mut RunReport) -> std::io::Result<PathBuf>
             name.ends_with(".json") && !name.starts_with('.')
         })
         .count();
-    if recorded <= KEEP {
+    if recorded <= KEEP + PRUNE_SLACK {
         return Ok(path);
     }
     let runs = list(kiln_dir);
@@ -769,8 +771,12 @@ pub fn save(kiln_dir: &Path, report: &mut RunReport) -> std::io::Result<PathBuf>
     Ok(path)
 }
 
-/// How many recorded runs a project keeps.
+/// How many recorded runs a project keeps (up to [`PRUNE_SLACK`] more
+/// between two prunings).
 pub const KEEP: usize = 200;
+
+/// How many runs past [`KEEP`] wait for the next pruning.
+pub const PRUNE_SLACK: usize = 20;
 
 /// A run id as a file name.
 fn safe_name(id: &str) -> String {

@@ -292,7 +292,12 @@ impl Drop for Scratch {
 fn only_the_newest_runs_are_kept() {
     let dir = scratch();
     let mut r = sample();
-    for i in 0..KEEP + 3 {
+    let last = KEEP + PRUNE_SLACK;
+    for i in 0..=last {
+        if i == last {
+            // Up to the slack, nothing is pruned.
+            assert_eq!(list(dir.path()).len(), KEEP + PRUNE_SLACK);
+        }
         r.run.id = format!("run.{i}");
         save(dir.path(), &mut r).unwrap();
         // Distinct file times, oldest first.
@@ -306,9 +311,11 @@ fn only_the_newest_runs_are_kept() {
             .set_modified(t)
             .unwrap();
     }
+    // One past it, the oldest go at once, down to KEEP.
     let kept = list(dir.path());
     assert_eq!(kept.len(), KEEP);
-    assert!(!kept.contains(&"run.0".to_string()) && kept.contains(&format!("run.{}", KEEP + 2)));
+    assert_eq!(kept.first(), Some(&format!("run.{}", last + 1 - KEEP)));
+    assert_eq!(kept.last(), Some(&format!("run.{last}")));
 }
 
 /// A target of a run summary as the engine reports it.
