@@ -113,6 +113,10 @@ impl Objects for FsStore {
         self.root.display().to_string()
     }
 
+    fn on_local_disk(&self) -> bool {
+        true
+    }
+
     fn read(&self, name: &str) -> Result<Read, StoreError> {
         let path = self.path(name);
         match std::fs::read(&path) {

@@ -206,6 +206,15 @@ pub trait RecordStore: Send + Sync {
     fn probe_write(&self) -> Result<(), StoreError>;
     /// Where the store is, for messages.
     fn location(&self) -> String;
+    /// Its lookups (`get`, `latest`, and `keep` of a record it holds) are
+    /// reads of files on this machine, microseconds each, never the
+    /// network: a caller on an async runtime may make them in place
+    /// instead of handing them to a blocking thread. (`keep` writes only
+    /// when the target's latest pointer moves.) `false` unless the store
+    /// says so.
+    fn answers_locally(&self) -> bool {
+        false
+    }
     /// Claims `key` for a build (cross-run deduplication, `claims.rs`):
     /// [`Claim::Won`] when this run may build it, [`Claim::Held`] when
     /// another run's claim is the newest, [`Claim::Unsupported`] on a

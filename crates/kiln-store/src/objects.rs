@@ -45,6 +45,11 @@ pub trait Objects: Send + Sync {
     fn exists(&self, name: &str) -> Result<bool, StoreError> {
         Ok(matches!(self.read(name)?, Read::Found(_)))
     }
+    /// The objects are files on this machine: see
+    /// [`RecordStore::answers_locally`].
+    fn on_local_disk(&self) -> bool {
+        false
+    }
 }
 
 fn safe_name(s: &str) -> String {
@@ -395,6 +400,10 @@ impl<T: Objects> RecordStore for T {
 
     fn location(&self) -> String {
         self.shown()
+    }
+
+    fn answers_locally(&self) -> bool {
+        self.on_local_disk()
     }
 
     fn claim(&self, key: &str, me: &Claimant) -> Result<Claim, StoreError> {

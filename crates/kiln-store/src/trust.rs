@@ -330,6 +330,9 @@ impl RecordStore for Trusting {
     fn location(&self) -> String {
         self.inner.location()
     }
+    fn answers_locally(&self) -> bool {
+        self.inner.answers_locally()
+    }
     fn claim(&self, key: &str, me: &Claimant) -> Result<Claim, StoreError> {
         self.inner.claim(key, me)
     }
@@ -424,6 +427,9 @@ impl RecordStore for Layered {
             reads.join(", ")
         )
     }
+    fn answers_locally(&self) -> bool {
+        self.write.answers_locally() && self.read.iter().all(|s| s.answers_locally())
+    }
     fn claim(&self, key: &str, me: &Claimant) -> Result<Claim, StoreError> {
         self.write.claim(key, me)
     }
@@ -483,6 +489,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// Only a store of files on this machine answers locally (its
+    /// lookups may run in place on the run's async threads); a signing or
+    /// layered store answers locally only when every store under it does.
+    #[test]
+    fn only_stores_of_local_files_answer_locally() {
+        let fs: Arc<dyn RecordStore> = Arc::new(FsStore::new(temp("local")));
+        let far: Arc<dyn RecordStore> = Arc::from(
+            crate::open("webdav://127.0.0.1:9/records", std::path::Path::new("/")).unwrap(),
+        );
+        let s3: Arc<dyn RecordStore> =
+            Arc::from(crate::open("s3://bucket/prefix", std::path::Path::new("/")).unwrap());
+        let oci: Arc<dyn RecordStore> =
+            Arc::from(crate::open("oci://127.0.0.1:9/records", std::path::Path::new("/")).unwrap());
+        assert!(fs.answers_locally());
+        for remote in [&far, &s3, &oci] {
+            assert!(!remote.answers_locally(), "{}", remote.location());
+        }
+        assert!(Trusting::new(fs.clone(), None, Vec::new()).answers_locally());
+        assert!(!Trusting::new(far.clone(), None, Vec::new()).answers_locally());
+        assert!(Layered::new(fs.clone(), vec![fs.clone()]).answers_locally());
+        assert!(!Layered::new(fs.clone(), vec![far.clone()]).answers_locally());
+        assert!(!Layered::new(far, vec![fs]).answers_locally());
     }
 
     #[test]

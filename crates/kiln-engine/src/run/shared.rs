@@ -189,6 +189,21 @@ pub(super) async fn store_call<T: Send + 'static>(
         .map_err(|e| EngineError::Store(e.to_string()))
 }
 
+/// A lookup in the record store (`get`, `latest`, `keep`): made in place
+/// when the store answers from local files
+/// ([`RecordStore::answers_locally`]: microseconds, where handing it to a
+/// blocking thread and back costs more than the lookup), else as
+/// [`store_call`].
+pub(super) async fn store_lookup<T: Send + 'static>(
+    store: &Arc<dyn RecordStore>,
+    f: impl FnOnce(&dyn RecordStore) -> Result<T, kiln_store::StoreError> + Send + 'static,
+) -> Result<T, EngineError> {
+    if store.answers_locally() {
+        return f(store.as_ref()).map_err(|e| EngineError::Store(e.to_string()));
+    }
+    store_call(store, f).await
+}
+
 /// Where the progress log of `target`'s build goes in this run.
 pub(super) fn log_path(opts: &RunOptions, target: &str) -> Option<std::path::PathBuf> {
     let safe: String = target

@@ -17,7 +17,7 @@ use tokio::sync::SemaphorePermit;
 
 use super::handover::{Outputs, engine_for, upstream_outputs};
 use super::nodes::{Node, node_jobs};
-use super::shared::{RunOptions, Shared, log_path, store_call};
+use super::shared::{RunOptions, Shared, log_path, store_call, store_lookup};
 use super::summary::now_rfc3339;
 use crate::claims::{Claimed, Waited};
 use crate::driver::{BuildRequest, Built, Failed};
@@ -319,7 +319,7 @@ async fn lookup(sh: &Shared, key: &str, warn: &impl Fn(String)) -> Result<Lookup
         return Ok(found);
     }
     let k = key.to_string();
-    match store_call(&sh.opts.store, move |s| s.get(&k)).await {
+    match store_lookup(&sh.opts.store, move |s| s.get(&k)).await {
         Ok(l) => Ok(l),
         Err(e) if sh.opts.require_store => Err(e),
         Err(e) => {
@@ -730,7 +730,7 @@ async fn changes_since_last(
         out.push(format!("always built: {}", keyed.volatile.join("; ")));
     }
     let name = spec.name.clone();
-    match store_call(&sh.opts.store, move |s| s.latest(&name)).await {
+    match store_lookup(&sh.opts.store, move |s| s.latest(&name)).await {
         Ok(Lookup::Hit(e)) => {
             if let Ok(m) = serde_json::from_value::<kiln_plan::key::InputManifest>(e.inputs) {
                 out.extend(
@@ -866,14 +866,11 @@ async fn adopt(
         rec.digest = pushed.first().map(|(_, d)| d.clone());
     }
     let digest = rec.digest.clone();
-    let _ = store_call(&sh.opts.store, move |s| {
-        if learned {
-            s.put(&rec, &inputs, true)
-        } else {
-            s.keep(&rec, &inputs)
-        }
-    })
-    .await;
+    let _ = if learned {
+        store_call(&sh.opts.store, move |s| s.put(&rec, &inputs, true)).await
+    } else {
+        store_lookup(&sh.opts.store, move |s| s.keep(&rec, &inputs)).await
+    };
     Ok(Outcome::Skipped {
         image_id: id,
         digest,
@@ -1023,7 +1020,7 @@ pub(super) async fn warm(
                 .await
                 .ok()?;
                 let found = match keyed.key.clone().filter(|_| keyed.volatile.is_empty()) {
-                    Some(key) => Some(store_call(&opts.store, move |s| s.get(&key)).await),
+                    Some(key) => Some(store_lookup(&opts.store, move |s| s.get(&key)).await),
                     None => None,
                 };
                 Some((keyed, found))
