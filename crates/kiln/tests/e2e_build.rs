@@ -509,6 +509,21 @@ fn a_no_op_asks_the_containerd_store_once_and_only_after_it_agreed() {
         1,
         "the engine is pinged once: {requests:#?}"
     );
+    // One connection to the store per run, however many questions: the
+    // early rounds about the targets and the preflight's ask at once and
+    // meet on it. Counted through a socket that forwards to the store (a
+    // store named anew is compared once more first).
+    let counter = ConnectionCounter::start(&address, &dir.join("containerd.sock"));
+    let counted_address = counter.path.display().to_string();
+    let mut counted = env.clone();
+    counted.push(("KILN_CONTAINERD", &counted_address));
+    counted.push(("KILN_CONTAINERD_NAMESPACE", &namespace));
+    all_skipped(&build_json(&dir, &proxy.host, &[], &counted));
+    for _ in 0..3 {
+        counter.clear();
+        all_skipped(&build_json(&dir, &proxy.host, &[], &counted));
+        assert_eq!(counter.count(), 1, "connections to the store in one run");
+    }
     // A tag moved behind kiln's back is seen in the store: re-tagged.
     let a1 = format!("{reg}/{ns}/a:1");
     docker(&host, &["tag", "kiln/busybox:latest", &a1]);
@@ -546,6 +561,51 @@ fn a_no_op_asks_the_containerd_store_once_and_only_after_it_agreed() {
     assert_eq!(verdict[0]["namespace"], nowhere.as_str(), "{verdict}");
     assert_eq!(verdict[1], false, "{verdict}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A unix socket at `path` that forwards each connection to `target` and
+/// counts them.
+struct ConnectionCounter {
+    path: PathBuf,
+    count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ConnectionCounter {
+    fn start(target: &str, path: &Path) -> ConnectionCounter {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).unwrap();
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (seen, target) = (count.clone(), target.to_string());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Ok(server) = UnixStream::connect(&target) else {
+                    continue;
+                };
+                let pipe = |mut from: UnixStream, mut to: UnixStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                };
+                pipe(client.try_clone().unwrap(), server.try_clone().unwrap());
+                pipe(server, client);
+            }
+        });
+        ConnectionCounter {
+            path: path.to_path_buf(),
+            count,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn clear(&self) {
+        self.count.store(0, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Issue-level behaviour of content keys on the whole twin, in one copy
@@ -1392,6 +1452,46 @@ fn records_in_the_registry_skip_like_records_on_disk() {
     assert!(w.contains("file a.txt: content changed"), "{w}");
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&other);
+}
+
+/// BuildKit gives every `FROM` the target platform's `TARGETARCH`, so a
+/// Dockerfile may pick its base stage by architecture (the multi-arch
+/// pattern `FROM base-${TARGETARCH}`). The preflight reads the Dockerfile
+/// for the platform the build is for: it needs the base of this machine's
+/// stage, not an image named `base-`, and not the other stage's base.
+#[test]
+fn a_base_stage_picked_by_targetarch_passes_the_preflight_and_builds() {
+    let Some((host, _)) = engine() else { return };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let dockerfile = format!(
+        "FROM kiln/busybox:latest AS base-{arch}\n\
+         FROM kiln/not-on-this-platform:never AS base-elsewhere\n\
+         FROM base-${{TARGETARCH}}\n\
+         COPY a.txt /a.txt\n"
+    );
+    let dir = one_target("multiarch", &dockerfile, &[("a.txt", "a\n")]);
+    touch_unique(&dir.join("a.txt"), "targetarch");
+    let o = kiln(&dir, &host, &["preflight", "multiarch"], &[]);
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{out}");
+    assert!(!out.contains("base-"), "{out}");
+    assert!(!out.contains("not-on-this-platform"), "{out}");
+    assert!(out.contains("kiln/busybox"), "{out}");
+    let o = build_json(&dir, &host, &["multiarch"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    assert_eq!(target(&summary(&o), "multiarch")["status"], "built");
+    let o = build_json(&dir, &host, &["multiarch"], &[]);
+    assert!(o.status.success(), "{}", failure(&o));
+    assert_eq!(target(&summary(&o), "multiarch")["status"], "skipped");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A project of one target `name` (host network) built from `dockerfile`,

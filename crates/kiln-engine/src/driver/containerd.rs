@@ -245,22 +245,40 @@ async fn channel(store: &Store) -> Result<tonic::transport::Channel, String> {
 }
 
 /// Asks on the connection kept from the last question to the same store
-/// (a build's preflight, then its run), else on a new one, which is kept
-/// when it answers. A kept connection runs on the runtime that opened it:
-/// one that fails (that runtime is gone, or the store went away) is
-/// dropped and the question asked once more on a new one.
+/// (a build's preflight, then its run), else on a new one. Questions that
+/// meet no kept connection wait for the one being opened (the run's early
+/// rounds and the preflight ask at once): one connection per store. A kept
+/// connection runs on the runtime that opened it: one that fails (that
+/// runtime is gone, or the store went away) is dropped and the question
+/// asked once more on a new one.
 async fn get_all(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, String> {
-    static KEPT: kiln_util::Memo<String, tonic::transport::Channel> = kiln_util::Memo::new();
-    if let Some(kept) = KEPT.get(&store.address) {
+    type Slot = std::sync::Arc<tokio::sync::Mutex<Option<tonic::transport::Channel>>>;
+    static KEPT: kiln_util::Memo<String, Slot> = kiln_util::Memo::new();
+    let slot = KEPT.get_or_insert_with(&store.address, Slot::default);
+    let kept = slot.lock().await.clone();
+    if let Some(kept) = kept {
         match get_on(kept, store, names).await {
             Ok(found) => return Ok(found),
-            Err(_) => KEPT.remove(&store.address),
+            Err(_) => *slot.lock().await = None,
         }
     }
-    let fresh = channel(store).await?;
-    let found = get_on(fresh.clone(), store, names).await?;
-    KEPT.insert(store.address.clone(), fresh);
-    Ok(found)
+    let channel = {
+        let mut kept = slot.lock().await;
+        match kept.as_ref() {
+            // Opened by another question meanwhile.
+            Some(c) => c.clone(),
+            None => {
+                let fresh = channel(store).await?;
+                *kept = Some(fresh.clone());
+                fresh
+            }
+        }
+    };
+    let found = get_on(channel, store, names).await;
+    if found.is_err() {
+        *slot.lock().await = None;
+    }
+    found
 }
 
 async fn get_on(

@@ -14,20 +14,30 @@ use crate::settings::StoreSettings;
 
 /// The images the run needs from outside: external images of the needed
 /// stages (after arg resolution) and `docker-image://` contexts, minus what
-/// targets of the run produce.
-pub fn needs(planned: &Planned, specs: &[kiln_engine::BuildSpec]) -> Vec<Need> {
+/// targets of the run produce. A target that names no platform is read on
+/// `platform` (the one engine's, else this machine's), as its build and its
+/// key read it: BuildKit gives every `FROM` the target platform's
+/// `TARGETARCH`, and `FROM base-${TARGETARCH}` names a stage.
+pub fn needs(planned: &Planned, specs: &[kiln_engine::BuildSpec], platform: &str) -> Vec<Need> {
     let in_run: std::collections::HashSet<&str> = planned
         .plan
         .targets
         .iter()
         .map(|t| t.name.as_str())
         .collect();
-    let mut pairs = Vec::new();
-    for spec in specs {
+    // The keys' early gathering (its own thread) analyses the same
+    // Dockerfiles from the first target on, and a memo keeps each
+    // analysis: read from the last target back, the two meet in the middle
+    // instead of both analysing each one.
+    let mut images: Vec<Vec<String>> = vec![Vec::new(); specs.len()];
+    for (spec, images) in specs.iter().zip(images.iter_mut()).rev() {
         // A Dockerfile that cannot be analysed is reported by the build.
-        for image in kiln_engine::inputs::external_images(spec, &spec.platforms.join(","))
-            .unwrap_or_default()
-        {
+        let platform = kiln_engine::inputs::key_platform(spec, platform);
+        *images = kiln_engine::inputs::external_images(spec, &platform).unwrap_or_default();
+    }
+    let mut pairs = Vec::new();
+    for (spec, images) in specs.iter().zip(images) {
+        for image in images {
             pairs.push((spec.name.clone(), image));
         }
         for src in spec.contexts.values() {
@@ -80,7 +90,6 @@ pub fn check(
     require_engine: bool,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Vec<Checked>, CliError> {
-    let needs = needs(planned, specs);
     // One engine is a fleet of one node that may build everything.
     let single;
     let (nodes, eligible) = match fleet {
@@ -120,6 +129,20 @@ pub fn check(
             engine,
         });
     }
+    // The platform a target without one is built for: the one engine's;
+    // a builder's or a fleet's nodes' are not asked here, so this
+    // machine's (what the keys read ahead on, too).
+    let platform = match (eligible, builder, fleet_nodes.first()) {
+        (
+            None,
+            None,
+            Some(kiln_engine::preflight::FleetNode {
+                engine: Some(e), ..
+            }),
+        ) => e.platform.clone(),
+        _ => crate::settings::local_platform(),
+    };
+    let needs = needs(planned, specs, &platform);
     // On the one engine's containerd image store, the images the targets
     // need are asked in one round, waited for. Each target's tags and
     // unique reference (what the run's skips confirm) are asked in rounds
