@@ -194,7 +194,7 @@ fn finish(
         .iter()
         .map(|sp| (sp.name.clone(), sp.tags.clone()))
         .collect();
-    summary.run_id = crate::report::record::record_build(
+    let recorded = crate::report::record::record_build(
         &crate::report::record::Recording {
             history: &s.store.history,
             fleet: s.fleet.is_some(),
@@ -207,11 +207,10 @@ fn finish(
         },
         &summary,
     );
-    let page = s
-        .store
-        .history
-        .parent()
-        .and_then(|kiln_dir| write_page(kiln_dir, &summary.run_id));
+    summary.run_id = recorded.id;
+    let page = recorded
+        .report
+        .and_then(|(json, report)| write_page(&json, report));
     crate::output::summary::failures(&summary);
     let text = match s.format {
         Format::Json => {
@@ -248,15 +247,18 @@ fn finish(
     Ok(())
 }
 
-/// Writes the page of the recorded run `id` beside its record
-/// (`.kiln/runs/<id>.html`, what `kiln report` writes) and returns its
-/// path, shown relative to the working directory when it is below it.
-/// `None` (and no page) when the run could not be recorded.
-fn write_page(kiln_dir: &std::path::Path, id: &str) -> Option<std::path::PathBuf> {
-    let json = crate::report::locate(kiln_dir, Some(id)).ok()?;
-    let r = crate::report::load(&json).ok()?;
+/// Writes the page of the run recorded at `json` beside it
+/// (`.kiln/runs/<id>.html`) and returns its path, shown relative to the
+/// working directory when it is below it. The page is what `kiln report`
+/// renders of that file: the report as recorded, read back the way
+/// [`crate::report::load`] reads it.
+fn write_page(
+    json: &std::path::Path,
+    mut report: crate::report::RunReport,
+) -> Option<std::path::PathBuf> {
+    crate::report::normalize(&mut report);
     let html = json.with_extension("html");
-    if let Err(e) = std::fs::write(&html, crate::report::html::render(&r)) {
+    if let Err(e) = std::fs::write(&html, crate::report::html::render(&report)) {
         eprintln!(
             "warning: could not write the run's page {}: {e}",
             html.display()

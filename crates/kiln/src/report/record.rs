@@ -23,11 +23,18 @@ pub struct Recording<'a> {
     pub sizes: &'a std::collections::BTreeMap<String, f64>,
 }
 
+/// A run as recorded: the id it was recorded under and, when its report
+/// was written, the report and where.
+pub struct Recorded {
+    pub id: String,
+    pub report: Option<(std::path::PathBuf, crate::report::RunReport)>,
+}
+
 /// Records a finished build: the run (report and history row, see
 /// [`record_run`]) and what each target cost, normalised by its node's
-/// speed, for learned costs. Returns the id the run was recorded under.
-pub fn record_build(r: &Recording<'_>, summary: &kiln_engine::RunSummary) -> String {
-    let id = record_run(
+/// speed, for learned costs.
+pub fn record_build(r: &Recording<'_>, summary: &kiln_engine::RunSummary) -> Recorded {
+    let recorded = record_run(
         r.history, r.fleet, r.project, summary, r.specs, r.planned, r.tags, r.speeds, r.sizes,
     );
     crate::costs::record(
@@ -36,12 +43,12 @@ pub fn record_build(r: &Recording<'_>, summary: &kiln_engine::RunSummary) -> Str
         |node| r.speeds.get(node).copied().unwrap_or(1.0),
         |target| r.sizes.get(target).copied(),
     );
-    id
+    recorded
 }
 
 /// Records the run: its report (`.kiln/runs/<run-id>.json`, what `kiln
 /// report` renders) and its row in the build history (`kiln history`), and
-/// returns the id it was recorded under (`<run-id>.2`, ... when the id was
+/// returns it as recorded, under its id (`<run-id>.2`, ... when the id was
 /// already recorded: the earlier run is kept). Failures are warnings: the
 /// images are built either way.
 #[expect(
@@ -58,7 +65,7 @@ fn record_run(
     tags: &std::collections::HashMap<String, Vec<String>>,
     speeds: &std::collections::HashMap<String, f64>,
     sizes: &std::collections::BTreeMap<String, f64>,
-) -> String {
+) -> Recorded {
     let deps: std::collections::HashMap<String, Vec<String>> = specs
         .iter()
         .map(|sp| (sp.name.clone(), sp.deps.clone()))
@@ -95,19 +102,26 @@ fn record_run(
         .parent()
         .map(std::path::Path::to_path_buf)
         .unwrap_or_else(|| std::path::PathBuf::from(".kiln"));
-    match crate::report::save(&kiln_dir, &mut report) {
-        Ok(path) if report.run.id != summary.run_id => eprintln!(
-            "note: run id {} is already recorded, so this run is recorded as {} ({}); the earlier run is kept",
-            summary.run_id,
-            report.run.id,
-            path.display()
-        ),
-        Ok(_) => {}
-        Err(e) => eprintln!(
-            "warning: could not record the run in {}: {e}",
-            crate::report::runs_dir(&kiln_dir).display()
-        ),
-    }
+    let saved = match crate::report::save(&kiln_dir, &mut report) {
+        Ok(path) => {
+            if report.run.id != summary.run_id {
+                eprintln!(
+                    "note: run id {} is already recorded, so this run is recorded as {} ({}); the earlier run is kept",
+                    summary.run_id,
+                    report.run.id,
+                    path.display()
+                );
+            }
+            Some(path)
+        }
+        Err(e) => {
+            eprintln!(
+                "warning: could not record the run in {}: {e}",
+                crate::report::runs_dir(&kiln_dir).display()
+            );
+            None
+        }
+    };
     let entry = kiln_store::history::RunEntry {
         id: report.run.id.clone(),
         project: report.run.project.clone(),
@@ -130,7 +144,10 @@ fn record_run(
     if let Err(e) = r {
         eprintln!("warning: could not record the run in the build history: {e}");
     }
-    report.run.id
+    Recorded {
+        id: report.run.id.clone(),
+        report: saved.map(|path| (path, report)),
+    }
 }
 
 /// What each target's last recorded build took (its `duration_s` in the

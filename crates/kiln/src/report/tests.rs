@@ -200,6 +200,28 @@ fn a_saved_run_loads_back_and_is_the_last() {
     );
 }
 
+/// `kiln build` renders its run's page from the report it just saved, not
+/// from the file read back: the two are the same report, normalised as
+/// `load` normalises (an engine's address named `engine`), so the page is
+/// the one `kiln report` draws of the file.
+#[test]
+fn a_saved_run_read_back_is_the_saved_report_normalised() {
+    let dir = scratch();
+    let mut r = sample();
+    r.nodes[0].name = "unix:///tmp/kiln-dev/docker.sock".into();
+    for t in &mut r.targets {
+        if t.node.is_some() {
+            t.node = Some("unix:///tmp/kiln-dev/docker.sock".into());
+        }
+    }
+    let p = save(dir.path(), &mut r).unwrap();
+    let read_back = load(&p).unwrap();
+    assert_ne!(read_back, r, "the sample should need normalising");
+    normalize(&mut r);
+    assert_eq!(read_back, r);
+    assert_eq!(html::render(&read_back), html::render(&r));
+}
+
 /// A run id used again (a CI job run again with the same RUN_ID) never
 /// overwrites the earlier run: the next is recorded as `<id>.2`, then
 /// `<id>.3`, and each loads back as what it was.
