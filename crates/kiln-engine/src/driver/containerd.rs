@@ -244,6 +244,28 @@ async fn channel(store: &Store) -> Result<tonic::transport::Channel, String> {
         .map_err(|e| kiln_util::error_chain(&e))
 }
 
+/// Opens the connection the first question to `store` will be asked on,
+/// unless one is kept or being opened: started as soon as the engine has
+/// answered, while the run is still being prepared. A store that cannot be
+/// reached is left for that question to meet and say.
+pub async fn connect_ahead(store: &Store) {
+    let slot = kept(store);
+    let mut kept = slot.lock().await;
+    if kept.is_none()
+        && let Ok(Ok(fresh)) = tokio::time::timeout(BOUND, channel(store)).await
+    {
+        *kept = Some(fresh);
+    }
+}
+
+type Slot = std::sync::Arc<tokio::sync::Mutex<Option<tonic::transport::Channel>>>;
+
+/// The connection kept for `store`, or where one will be.
+fn kept(store: &Store) -> Slot {
+    static KEPT: kiln_util::Memo<String, Slot> = kiln_util::Memo::new();
+    KEPT.get_or_insert_with(&store.address, Slot::default)
+}
+
 /// Asks on the connection kept from the last question to the same store
 /// (a build's preflight, then its run), else on a new one. Questions that
 /// meet no kept connection wait for the one being opened (the run's early
@@ -252,9 +274,7 @@ async fn channel(store: &Store) -> Result<tonic::transport::Channel, String> {
 /// runtime is gone, or the store went away) is dropped and the question
 /// asked once more on a new one.
 async fn get_all(store: &Store, names: &[String]) -> Result<Vec<(String, String)>, String> {
-    type Slot = std::sync::Arc<tokio::sync::Mutex<Option<tonic::transport::Channel>>>;
-    static KEPT: kiln_util::Memo<String, Slot> = kiln_util::Memo::new();
-    let slot = KEPT.get_or_insert_with(&store.address, Slot::default);
+    let slot = kept(store);
     let kept = slot.lock().await.clone();
     if let Some(kept) = kept {
         match get_on(kept, store, names).await {

@@ -941,7 +941,8 @@ impl LocalEngine {
     /// `targets` (each a target's name and tags) while the caller goes on
     /// preparing the run: first every tag, then the unique reference
     /// ([`crate::naming::local_ref`]) of the image each target's first tag
-    /// names, which is the one a recorded target's skip confirms. A
+    /// names, which is the one a recorded target's skip confirms (with no
+    /// targets yet, only the store's connection is opened). A
     /// connection or a round in flight is waited for by the next caller,
     /// never made twice. Errors are left for the preflight and the run to
     /// meet and report.
@@ -961,7 +962,16 @@ impl LocalEngine {
     }
 
     async fn ask_about(&self, targets: Vec<(String, Vec<String>)>) {
-        if self.image_store != ImageStore::Containerd || targets.is_empty() {
+        if self.image_store != ImageStore::Containerd {
+            return;
+        }
+        if targets.is_empty() {
+            // Nothing to ask yet: the store's connection is opened for what
+            // will be.
+            let link = self.link.lock().ok().and_then(|l| l.clone());
+            if let Some(link) = link {
+                super::containerd::connect_ahead(&link.store).await;
+            }
             return;
         }
         let tags: Vec<&str> = targets

@@ -55,39 +55,40 @@ pub fn load(s: &BakeSettings) -> Result<(Bake, Option<Views>), CliError> {
         super::bake::warn(&bake, s);
         return Ok((bake, None));
     }
-    let project = s.project_dir();
-    let git = from_git(&project, Some(&project.join(REMEMBERED)));
-    let mut real_opts = s.opts.clone();
-    let mut values = BTreeMap::new();
-    for v in &declared {
-        let given = real_opts.vars.get(*v).cloned().or_else(|| {
-            (!s.opts.disable_env_lookup)
-                .then(|| s.opts.env.get(*v).cloned())
-                .flatten()
-        });
-        match given {
-            Some(g) => {
-                values.insert(v.to_string(), g);
-            }
-            None => {
-                if let Some(g) = git.get(*v) {
-                    real_opts.vars.insert(v.to_string(), g.clone());
-                    values.insert(v.to_string(), g.clone());
-                }
-            }
-        }
-    }
     let mut keyed_opts = s.opts.clone();
     for v in &declared {
         keyed_opts.vars.insert(v.to_string(), STAND_IN.to_string());
     }
-    // The two evaluations are independent: side by side.
+    // The evaluation with stand-ins needs nothing of git's: it goes on
+    // beside asking the checkout, then the real one.
     let (real, keyed) = std::thread::scope(|scope| {
         let keyed = scope.spawn(|| parsed.evaluate(&keyed_opts));
-        let real = parsed.evaluate(&real_opts);
+        let project = s.project_dir();
+        let git = from_git(&project, Some(&project.join(REMEMBERED)));
+        let mut real_opts = s.opts.clone();
+        let mut values = BTreeMap::new();
+        for v in &declared {
+            let given = real_opts.vars.get(*v).cloned().or_else(|| {
+                (!s.opts.disable_env_lookup)
+                    .then(|| s.opts.env.get(*v).cloned())
+                    .flatten()
+            });
+            match given {
+                Some(g) => {
+                    values.insert(v.to_string(), g);
+                }
+                None => {
+                    if let Some(g) = git.get(*v) {
+                        real_opts.vars.insert(v.to_string(), g.clone());
+                        values.insert(v.to_string(), g.clone());
+                    }
+                }
+            }
+        }
+        let real = parsed.evaluate(&real_opts).map(|r| (r, values));
         (real, keyed.join())
     });
-    let real = real.map_err(CliError::from)?;
+    let (real, values) = real.map_err(CliError::from)?;
     super::bake::warn(&real, s);
     let keyed = match keyed {
         Ok(k) => k.map_err(CliError::from)?,
