@@ -3,7 +3,6 @@
 //!
 //! Must never: write to stdout.
 
-use std::io::Write;
 use std::sync::Mutex;
 
 use kiln_engine::Reporter;
@@ -16,8 +15,8 @@ pub struct JsonReporter {
 
 impl Reporter for JsonReporter {
     fn event(&self, e: &Event) {
-        if let (Ok(mut o), Ok(text)) = (self.out.lock(), serde_json::to_string(e)) {
-            let _ = writeln!(o, "{text}");
+        if let Ok(line) = serde_json::to_string(e) {
+            super::write_line(&self.out, line);
         }
     }
 }

@@ -7,7 +7,6 @@
 //!
 //! Must never: write to stdout.
 
-use std::io::Write;
 use std::sync::Mutex;
 
 use kiln_engine::Reporter;
@@ -30,10 +29,8 @@ fn shown(step: &str, state: StepState) -> bool {
 
 impl Reporter for PlainReporter {
     fn event(&self, e: &Event) {
-        if let Some(line) = line(e, self.raw)
-            && let Ok(mut o) = self.out.lock()
-        {
-            let _ = writeln!(o, "{line}");
+        if let Some(line) = line(e, self.raw) {
+            super::write_line(&self.out, line);
         }
     }
 }
