@@ -1761,9 +1761,14 @@ fn translate_go_regex(src: &str) -> Result<(String, Vec<String>), ReError> {
 /// Compiled once per process: a bake file is evaluated more than once a run
 /// (its stamp variables' views), each time calling its `regex*` functions with the
 /// same patterns, and compiling a pattern costs far more than matching it.
-fn compile_go_regex(src: &str) -> Result<GoRegex, ReError> {
-    static COMPILED: kiln_util::Memo<String, Result<GoRegex, ReError>> = kiln_util::Memo::new();
-    COMPILED.get_or_insert_with(src, || compile_go_regex_now(src))
+///
+/// Handed out shared, not cloned: a clone of a `regex::Regex` starts with an
+/// empty pool of search caches, and building a cache costs more than a
+/// match of a short string.
+fn compile_go_regex(src: &str) -> Result<std::sync::Arc<GoRegex>, ReError> {
+    type Compiled = Result<std::sync::Arc<GoRegex>, ReError>;
+    static COMPILED: kiln_util::Memo<String, Compiled> = kiln_util::Memo::new();
+    COMPILED.get_or_insert_with(src, || compile_go_regex_now(src).map(std::sync::Arc::new))
 }
 
 fn compile_go_regex_now(src: &str) -> Result<GoRegex, ReError> {
@@ -1822,7 +1827,7 @@ fn regex_match_value(re: &GoRegex, caps: &regex::Captures, ty: &Type) -> Value {
     }
 }
 
-fn compile_for_regex_fn(pattern: &str) -> Result<GoRegex, FuncError> {
+fn compile_for_regex_fn(pattern: &str) -> Result<std::sync::Arc<GoRegex>, FuncError> {
     compile_go_regex(pattern).map_err(|e| {
         FuncError::arg(
             0,

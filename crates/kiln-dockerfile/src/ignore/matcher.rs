@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use std::sync::Arc;
+
 use regex::Regex;
 
 use super::error::IgnoreError;
@@ -33,7 +35,7 @@ pub struct Pattern {
     go_regex: String,
     /// `Some(Err)` when the regular expression Go would compile is invalid: Docker reports
     /// that only when the pattern is first evaluated, and so does this port.
-    regex: Option<Result<Regex, ()>>,
+    regex: Option<Result<Arc<Regex>, ()>>,
 }
 
 /// How a [`Pattern`] is matched, decided by moby's `compile`.
@@ -332,10 +334,7 @@ impl Pattern {
         }
         let regex = (ty == MatchType::Regexp).then(|| {
             re.push('$');
-            goregex::translate(&re)
-                .ok()
-                .and_then(|rust| compiled(&rust))
-                .ok_or(())
+            compiled(&re).ok_or(())
         });
         Self {
             dirs: cleaned.split('/').count(),
@@ -409,10 +408,18 @@ impl fmt::Display for Pattern {
     }
 }
 
-/// `rust` compiled once per process: a run walks a context, and asks whether each
-/// target's Dockerfile is excluded, with the same `.dockerignore` patterns many times
-/// (compiling them cost more than the walk's matching in a profile of a no-op run).
-fn compiled(rust: &str) -> Option<Regex> {
-    static COMPILED: kiln_util::Memo<String, Option<Regex>> = kiln_util::Memo::new();
-    COMPILED.get_or_insert_with(rust, || Regex::new(rust).ok())
+/// The Go regular expression `go`, translated and compiled once per process: a run
+/// walks a context, and asks whether each target's Dockerfile is excluded, with the same
+/// `.dockerignore` patterns many times (compiling them cost more than the walk's matching
+/// in a profile of a no-op run). Handed out shared, not cloned: a clone of a `Regex`
+/// starts with an empty pool of search caches, and building one costs more than matching
+/// a path.
+fn compiled(go: &str) -> Option<Arc<Regex>> {
+    static COMPILED: kiln_util::Memo<String, Option<Arc<Regex>>> = kiln_util::Memo::new();
+    COMPILED.get_or_insert_with(go, || {
+        goregex::translate(go)
+            .ok()
+            .and_then(|rust| Regex::new(&rust).ok())
+            .map(Arc::new)
+    })
 }
