@@ -9,6 +9,7 @@
 //! Must never: evaluate bake files or decide what to build (that is the
 //! plan's job); print anything itself (events go to a [`events::Reporter`]).
 
+pub mod ahead;
 pub mod claims;
 pub mod context;
 pub mod driver;

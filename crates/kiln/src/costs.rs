@@ -31,7 +31,47 @@ pub enum Source {
 /// known before the run, and records its own builds only after the last
 /// of them (`report::record::record_build`). Each reading opened the
 /// SQLite file, parsed its schema and ran the query again.
+///
+/// A reading started ahead ([`read_ahead`]) is waited for, not repeated.
 pub fn learned(path: &Path) -> BTreeMap<String, LearnedCost> {
+    let pending = AHEAD.lock().ok().and_then(|mut ahead| {
+        let i = ahead.iter().position(|(p, _)| p == path)?;
+        Some(ahead.swap_remove(i).1)
+    });
+    if let Some(reading) = pending {
+        let _ = reading.join();
+    }
+    read(path)
+}
+
+/// Readings of [`learned`] started by [`read_ahead`], not yet waited for.
+static AHEAD: std::sync::Mutex<Vec<(std::path::PathBuf, std::thread::JoinHandle<()>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Starts reading what [`learned`] answers for `path`, and then what
+/// `also` reads of it, on a thread of its own, so that the caller's next
+/// questions find them read: a build's report plans with the costs after
+/// the run, and opening the history (SQLite's file, its schema) and the
+/// queries take a millisecond or more that a no-op otherwise spends at its
+/// end. The history is shared with what the run records later
+/// ([`History::shared`]). [`learned`] waits for the whole reading. Nothing
+/// is started when there is no history (it is never created just to be
+/// read).
+pub fn read_ahead(path: &Path, also: impl FnOnce(&Path) + Send + 'static) {
+    if !path.exists() {
+        return;
+    }
+    let owned = path.to_path_buf();
+    let reading = kiln_engine::ahead::spawn("kiln-history", move || {
+        read(&owned);
+        also(&owned);
+    });
+    if let (Ok(reading), Ok(mut ahead)) = (reading, AHEAD.lock()) {
+        ahead.push((path.to_path_buf(), reading));
+    }
+}
+
+fn read(path: &Path) -> BTreeMap<String, LearnedCost> {
     static READ: kiln_util::Memo<std::path::PathBuf, BTreeMap<String, LearnedCost>> =
         kiln_util::Memo::new();
     READ.get_or_insert_with(path, || {
@@ -188,5 +228,52 @@ mod tests {
             cost_of("c", &file, &learned),
             (DEFAULT_COST, Source::Default)
         );
+    }
+
+    #[test]
+    fn what_is_read_ahead_is_waited_for_and_is_what_a_reading_finds() {
+        let dir = std::env::temp_dir().join(format!("kiln-costs-ahead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("history.sqlite");
+        let h = History::open(&path).unwrap();
+        for d in [40.0, 42.0, 44.0] {
+            h.record(&BuildEvent {
+                target: "a".into(),
+                key: None,
+                node: "local".into(),
+                node_speed: 1.0,
+                duration_s: d,
+                output_mb: None,
+                steps_total: 1,
+                steps_cached: 0,
+                status: kiln_store::history::STATUS_BUILT.into(),
+                at: "2026-12-01T00:00:00Z".into(),
+            })
+            .unwrap();
+        }
+        drop(h);
+        let also_ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = also_ran.clone();
+        read_ahead(&path, move |p| {
+            // Slower than the caller's next question: it must wait.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(p.ends_with("history.sqlite"));
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        let found = learned(&path);
+        assert!(
+            also_ran.load(std::sync::atomic::Ordering::SeqCst),
+            "learned waits for the whole reading ahead"
+        );
+        assert_eq!(found["a"].work_s, 42.0);
+        assert_eq!(found["a"].samples, 3);
+        // Nothing is read ahead of a history that does not exist (and
+        // none is created).
+        let none = dir.join("none.sqlite");
+        read_ahead(&none, |_| panic!("nothing to read"));
+        assert!(learned(&none).is_empty());
+        assert!(!none.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -987,6 +987,17 @@ impl LocalEngine {
         self.prefetch(&unique).await;
     }
 
+    /// Looks up the unique references of recorded images ahead of the
+    /// warm-up's question ([`prefetch_recorded`](Self::prefetch_recorded)),
+    /// on the containerd store. On the classic store nothing is asked: one
+    /// listing answers for the unique references and their tags together,
+    /// and the warm-up asks it.
+    pub async fn prefetch_unique(&self, unique: &[&str]) {
+        if self.image_store == ImageStore::Containerd {
+            self.prefetch(unique).await;
+        }
+    }
+
     /// Looks up recorded images by their unique references and the tags
     /// they should carry. On the classic store, one listing for all of them
     /// (a reference-filtered listing names only the matching tags of each

@@ -388,10 +388,11 @@ pub fn gather_early(
         };
         // A thread of its own, never joined: a run that stops before its
         // keys (a failed preflight, a signal) does not wait for files to
-        // be hashed that nothing will read.
-        let _ = std::thread::Builder::new()
-            .name("kiln-gather".into())
-            .spawn(move || crate::inputs::pregather(&specs, &platform, &cache));
+        // be hashed that nothing will read. It yields to the run's thread
+        // (`crate::ahead`).
+        let _ = crate::ahead::spawn("kiln-gather", move || {
+            crate::inputs::pregather(&specs, &platform, &cache)
+        });
     });
 }
 

@@ -26,6 +26,7 @@
 
 mod handover;
 mod nodes;
+mod recent;
 mod shared;
 pub mod summary;
 mod target;
@@ -46,6 +47,7 @@ use shared::{Shared, log_path};
 use target::{Done, Outcome};
 
 pub use nodes::{NodeSpec, node_engine};
+pub use recent::Recent;
 pub use shared::RunOptions;
 use summary::ms;
 pub use summary::{Attempt, NodeUse, RunSummary, TargetResult, TargetStatus, now_rfc3339};

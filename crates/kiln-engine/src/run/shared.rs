@@ -60,6 +60,10 @@ pub struct RunOptions {
     /// How long a target waits for another run's claim on its key, at
     /// most (`--claim-wait`): then it builds anyway, and says so.
     pub claim_wait: Duration,
+    /// The targets' latest records, read while the run was prepared
+    /// ([`super::Recent`]): the warm-up takes each that is the record of
+    /// the key it computes.
+    pub recent: Option<super::Recent>,
 }
 
 /// What every target task shares.

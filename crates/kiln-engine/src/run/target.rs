@@ -974,7 +974,8 @@ async fn pull_recorded(node: &Node, rec: &Record, reference: &str) -> Result<(),
 /// record that turns out stale, an image that is gone) is found then. The
 /// keys it computes are returned with the upstream outputs each assumed:
 /// the run reuses a key only when the upstreams really came out that way.
-/// Errors only end the guess.
+/// A target's latest record read ahead ([`super::Recent`]) answers the
+/// lookup of its own key instead of the store. Errors only end the guess.
 pub(super) async fn warm(
     node: &Node,
     specs: &[BuildSpec],
@@ -993,6 +994,10 @@ pub(super) async fn warm(
     let names: std::collections::HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     let mut settled: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut left: Vec<&BuildSpec> = specs.iter().collect();
+    let recent = match &opts.recent {
+        Some(r) => Some(r.read().await),
+        None => None,
+    };
     'levels: while !left.is_empty() {
         // The targets whose upstreams are all settled are keyed and looked up
         // at once: their inputs are gathered side by side on the blocking
@@ -1009,6 +1014,7 @@ pub(super) async fn warm(
         }
         let looked = futures_util::future::join_all(ready.iter().map(|spec| {
             let outputs = &outputs;
+            let recent = recent.as_ref();
             async move {
                 let keyed = key_on(
                     &node.resolver,
@@ -1020,7 +1026,12 @@ pub(super) async fn warm(
                 .await
                 .ok()?;
                 let found = match keyed.key.clone().filter(|_| keyed.volatile.is_empty()) {
-                    Some(key) => Some(store_lookup(&opts.store, move |s| s.get(&key)).await),
+                    Some(key) => Some(
+                        match recent.and_then(|r| super::recent::take(r, &spec.name, &key)) {
+                            Some(entry) => Ok(Lookup::Hit(entry)),
+                            None => store_lookup(&opts.store, move |s| s.get(&key)).await,
+                        },
+                    ),
                     None => None,
                 };
                 Some((keyed, found))

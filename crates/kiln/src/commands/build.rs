@@ -24,8 +24,8 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
     // One runtime for the preflight and the run: what the preflight
     // started or learned of the engine carries over.
     let rt = runtime()?;
-    let p = crate::prepare::build::prepare(&mut s, &rt)?;
     let (store, stat_cache) = open_store(&s.store)?;
+    let p = crate::prepare::build::prepare(&mut s, &rt, &store)?;
     let stats = crate::progress::reporter(
         s.progress,
         &p.lanes,
@@ -52,6 +52,7 @@ pub fn run(mut s: BuildSettings, out: &mut dyn Write) -> Result<(), CliError> {
         force: s.force,
         store: store.clone(),
         stat_cache: stat_cache.clone(),
+        recent: p.recent.clone(),
     };
     // SIGINT or SIGTERM stops the run: its tasks are dropped, which kills
     // every build child (`kill_on_drop`) and removes its temporary

@@ -28,6 +28,8 @@ pub struct Prepared {
     pub schedule: crate::report::Planned,
     /// The compiler cache's secret file, alive while the run is.
     pub compiler_cache: Option<kiln_engine::proc::TempDir>,
+    /// The targets' latest records, being read ahead.
+    pub recent: Option<kiln_engine::run::Recent>,
 }
 
 /// Everything before the run: the run id, the bake files and the plan,
@@ -37,7 +39,11 @@ pub struct Prepared {
 ///
 /// On one local engine, connecting to it and asking about the targets'
 /// tags start on `rt` as soon as what to ask is known, beside the rest.
-pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Prepared, CliError> {
+pub fn prepare(
+    s: &mut BuildSettings,
+    rt: &tokio::runtime::Runtime,
+    store: &std::sync::Arc<dyn kiln_store::RecordStore>,
+) -> Result<Prepared, CliError> {
     // On one engine the preflight asks it, so it is connected to while the
     // bake files are read.
     let one_engine = s.fleet.is_none() && s.driver == crate::cli::DriverKind::Local;
@@ -115,6 +121,19 @@ pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Pr
         let names: Vec<&str> = builders.iter().map(String::as_str).collect();
         specs = crate::prepare::platforms::split(specs, &names);
     }
+    // The record each target last pointed to (what a run that changed
+    // nothing finds), read while the rest is worked out, and on one engine
+    // the images they name asked about (docs/engine-local.md).
+    let recent = if s.force || s.fleet.is_some() {
+        None
+    } else {
+        let _rt = rt.enter();
+        kiln_engine::run::Recent::read_ahead(
+            store.clone(),
+            &specs,
+            one_engine.then(|| s.store.endpoint.clone()),
+        )
+    };
     let (nodes, placement, eligible, fleet_planned) = match &s.fleet {
         Some(f) => {
             let (n, p, e, planned) =
@@ -146,6 +165,12 @@ pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Pr
         &planned,
         &mut specs,
     );
+    // What recording the run reads of the history (the costs it learned,
+    // each target's last build) is read while the preflight waits for the
+    // engine's answers.
+    crate::costs::read_ahead(&s.store.history, |h| {
+        crate::report::record::last_builds(h);
+    });
     // Preflight: nothing starts while an input the run cannot build is
     // missing. (Without an engine the run itself reports it unreachable.)
     // A fleet run checks every node that may build a target needing it.
@@ -231,5 +256,6 @@ pub fn prepare(s: &mut BuildSettings, rt: &tokio::runtime::Runtime) -> Result<Pr
         lanes,
         schedule,
         compiler_cache,
+        recent,
     })
 }

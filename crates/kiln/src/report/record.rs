@@ -152,13 +152,19 @@ fn record_run(
 
 /// What each target's last recorded build took (its `duration_s` in the
 /// newest run of the history that built it, among the runs a project
-/// keeps): the most skipping it can save. Empty without a history.
-fn last_builds(history: &std::path::Path) -> std::collections::HashMap<String, f64> {
-    if !history.exists() {
-        return std::collections::HashMap::new();
-    }
-    kiln_store::history::History::shared(history)
-        .and_then(|h| h.last_built(crate::report::KEEP))
-        .map(|m| m.into_iter().collect())
-        .unwrap_or_default()
+/// keeps): the most skipping it can save. Empty without a history. Read
+/// once per process and history (a build reads it ahead, beside its
+/// preflight: `crate::costs::read_ahead`), before the run is recorded.
+pub fn last_builds(history: &std::path::Path) -> std::collections::HashMap<String, f64> {
+    static READ: kiln_util::Memo<std::path::PathBuf, std::collections::HashMap<String, f64>> =
+        kiln_util::Memo::new();
+    READ.get_or_insert_with(history, || {
+        if !history.exists() {
+            return std::collections::HashMap::new();
+        }
+        kiln_store::history::History::shared(history)
+            .and_then(|h| h.last_built(crate::report::KEEP))
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default()
+    })
 }
