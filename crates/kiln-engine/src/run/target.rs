@@ -994,10 +994,6 @@ pub(super) async fn warm(
     let names: std::collections::HashSet<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     let mut settled: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut left: Vec<&BuildSpec> = specs.iter().collect();
-    let recent = match &opts.recent {
-        Some(r) => Some(r.read().await),
-        None => None,
-    };
     'levels: while !left.is_empty() {
         // The targets whose upstreams are all settled are keyed and looked up
         // at once: their inputs are gathered side by side on the blocking
@@ -1014,7 +1010,6 @@ pub(super) async fn warm(
         }
         let looked = futures_util::future::join_all(ready.iter().map(|spec| {
             let outputs = &outputs;
-            let recent = recent.as_ref();
             async move {
                 let keyed = key_on(
                     &node.resolver,
@@ -1026,12 +1021,18 @@ pub(super) async fn warm(
                 .await
                 .ok()?;
                 let found = match keyed.key.clone().filter(|_| keyed.volatile.is_empty()) {
-                    Some(key) => Some(
-                        match recent.and_then(|r| super::recent::take(r, &spec.name, &key)) {
+                    Some(key) => {
+                        // Waited for once keyed: the first keys are made
+                        // while the records are still being read.
+                        let recent = match &opts.recent {
+                            Some(r) => super::recent::take(&r.read().await, &spec.name, &key),
+                            None => None,
+                        };
+                        Some(match recent {
                             Some(entry) => Ok(Lookup::Hit(entry)),
                             None => store_lookup(&opts.store, move |s| s.get(&key)).await,
-                        },
-                    ),
+                        })
+                    }
                     None => None,
                 };
                 Some((keyed, found))
