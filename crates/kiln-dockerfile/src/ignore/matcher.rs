@@ -2,7 +2,6 @@
 //! exact, prefix, suffix or regular-expression matchers, evaluated last-match-wins.
 
 use std::fmt;
-
 use std::sync::Arc;
 
 use regex::Regex;

@@ -28,8 +28,9 @@ type Found = Arc<Mutex<HashMap<String, Box<Entry>>>>;
 pub struct Recent(Shared<BoxFuture<'static, Found>>);
 
 impl Recent {
-    /// Starts reading, on the current runtime's blocking pool, the latest
-    /// record of each of `specs` from `store`, and then asking the local
+    /// Starts reading, on a thread that yields to the run's
+    /// ([`crate::ahead`]), the latest record of each of `specs` from
+    /// `store`, and then, on the current runtime, asking the local
     /// engine at `engine` (`None`: a builder or a fleet) about the unique
     /// reference of each recorded image it would hold. `None` when the
     /// store's lookups are not reads of local files: a store across the
