@@ -474,7 +474,32 @@ fn own_inputs_once(
 /// (the preflight waits on the engine) rather than level by level in the
 /// run. Only what no key took yet; errors are left for the keys to meet.
 pub fn pregather(specs: &[BuildSpec], engine_platform: &str, cache: &StatCache) {
-    for spec in specs.iter().filter(|s| s.join.is_empty()) {
+    pregather_each(specs.iter(), engine_platform, cache, || true);
+}
+
+/// [`pregather`] from the last target back, while `waiting` says so
+/// (asked before each target): a thread waiting for something else helps
+/// the one gathering ahead from the first, and the two meet in the middle
+/// (a target one of them is gathering, the other waits for).
+pub fn pregather_from_last(
+    specs: &[BuildSpec],
+    engine_platform: &str,
+    cache: &StatCache,
+    waiting: impl Fn() -> bool,
+) {
+    pregather_each(specs.iter().rev(), engine_platform, cache, waiting);
+}
+
+fn pregather_each<'a>(
+    specs: impl Iterator<Item = &'a BuildSpec>,
+    engine_platform: &str,
+    cache: &StatCache,
+    go_on: impl Fn() -> bool,
+) {
+    for spec in specs.filter(|s| s.join.is_empty()) {
+        if !go_on() {
+            return;
+        }
         let keyed = spec.keyed();
         let platform = key_platform(&keyed, engine_platform);
         let k = OwnKey::of(&keyed, &platform);

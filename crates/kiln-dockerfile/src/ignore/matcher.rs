@@ -34,7 +34,28 @@ pub struct Pattern {
     go_regex: String,
     /// `Some(Err)` when the regular expression Go would compile is invalid: Docker reports
     /// that only when the pattern is first evaluated, and so does this port.
-    regex: Option<Result<Arc<Regex>, ()>>,
+    regex: Option<Result<Compiled, ()>>,
+}
+
+/// A compiled [`MatchType::Regexp`] pattern.
+#[derive(Debug, Clone)]
+enum Compiled {
+    /// The translated Go expression, Unicode-aware as Go's.
+    Text(Arc<Regex>),
+    /// An ASCII glob of literals, `*`, `?` and `**` only ([`byte_regex`]), matched on the
+    /// path's UTF-8 bytes: the same paths, without the Unicode classes (`[^/]`, `.`) whose
+    /// compilation allocates and clears a 320 KB table per expression (twice: forwards and
+    /// in reverse), which cost more than the walk that matches with it.
+    Bytes(Arc<regex::bytes::Regex>),
+}
+
+impl Compiled {
+    fn is_match(&self, path: &str) -> bool {
+        match self {
+            Compiled::Text(re) => re.is_match(path),
+            Compiled::Bytes(re) => re.is_match(path.as_bytes()),
+        }
+    }
 }
 
 /// How a [`Pattern`] is matched, decided by moby's `compile`.
@@ -333,7 +354,10 @@ impl Pattern {
         }
         let regex = (ty == MatchType::Regexp).then(|| {
             re.push('$');
-            compiled(&re).ok_or(())
+            match byte_regex(&cleaned, &re) {
+                Some(bytes) => compiled_bytes(&bytes).map(Compiled::Bytes).ok_or(()),
+                None => compiled(&re).map(Compiled::Text).ok_or(()),
+            }
         });
         Self {
             dirs: cleaned.split('/').count(),
@@ -384,7 +408,7 @@ impl Pattern {
                     || (suffix.first() == Some(&b'/') && path_b == &suffix[1..])
             }
             MatchType::Regexp => match &self.regex {
-                Some(Ok(re)) => re.is_match(path),
+                Some(Ok(compiled)) => compiled.is_match(path),
                 _ => {
                     return Err(IgnoreError::BadPattern {
                         pattern: self.cleaned.clone(),
@@ -421,4 +445,130 @@ fn compiled(go: &str) -> Option<Arc<Regex>> {
             .and_then(|rust| Regex::new(&rust).ok())
             .map(Arc::new)
     })
+}
+
+/// One character other than `/`, on UTF-8 bytes: an ASCII byte, or a leading byte and its
+/// continuation bytes. Over a valid UTF-8 path (the only kind matched), what follows in the
+/// expression never starts with a continuation byte, or takes any byte but `/` or `\n`
+/// (`[^/]*`, `.`): either way the expression matches the paths Go's `[^/]` would.
+const ONE_CHAR: &str = r"(?:[\x00-\x2E\x30-\x7F]|[\xC0-\xFF][\x80-\xBF]*)";
+
+/// The byte-wise expression for the Go expression `go` that moby builds from the cleaned
+/// pattern `cleaned`, when the pattern is ASCII without a bracket class or an escape: then
+/// `go` holds only ASCII literals (metacharacters escaped), `^`, `$`, `[^/]*`, `[^/]`,
+/// `(.*/)?` and `.*`, which mean the same in the `regex` crate's syntax. With Unicode off,
+/// `[^/]*` and `.` take any byte but `/` or a newline, which over valid UTF-8 is any
+/// character but those; a lone `[^/]` (a `?`) becomes [`ONE_CHAR`]. `None` otherwise (the
+/// Unicode-aware translation is used).
+fn byte_regex(cleaned: &str, go: &str) -> Option<String> {
+    if !cleaned.is_ascii() || cleaned.contains(['[', ']', '\\']) {
+        return None;
+    }
+    let mut out = String::from("(?-u)");
+    let mut rest = go;
+    while let Some(at) = rest.find("[^/]") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + 4..];
+        if let Some(after) = rest.strip_prefix('*') {
+            out.push_str("[^/]*");
+            rest = after;
+        } else {
+            out.push_str(ONE_CHAR);
+        }
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// [`byte_regex`]'s expression compiled once per process, handed out shared (as
+/// [`compiled`]).
+fn compiled_bytes(text: &str) -> Option<Arc<regex::bytes::Regex>> {
+    static COMPILED: kiln_util::Memo<String, Option<Arc<regex::bytes::Regex>>> =
+        kiln_util::Memo::new();
+    COMPILED.get_or_insert_with(text, || regex::bytes::Regex::new(text).ok().map(Arc::new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names with one-, two-, three- and four-byte characters, where a byte-wise `?`
+    /// could take part of a character.
+    const PATHS: &[&str] = &[
+        "",
+        "a",
+        "é",
+        "éé",
+        "ab",
+        "aéb",
+        "a€b",
+        "a😀b",
+        "é/x",
+        "a/b",
+        "x.tmp",
+        "é.tmp",
+        "a/b/c.tmp",
+        "日本/x.tmp",
+        "日本/ü/x.pyc",
+        "__pycache__",
+        "a/__pycache__",
+        "a\nb",
+        "é\n",
+        "x.tmpé",
+        "€",
+        "😀",
+        "😀😀",
+        "a/😀/b",
+        "a.b.c",
+    ];
+
+    #[test]
+    fn an_ascii_glob_is_matched_on_bytes_and_takes_the_paths_the_go_expression_takes() {
+        for glob in [
+            "**/*.tmp",
+            "**/*.pyc",
+            "?",
+            "??",
+            "???",
+            "a?b",
+            "?*",
+            "*?",
+            "*",
+            "a*b",
+            "**/?",
+            "?/*",
+            "**/?/b",
+            "*.?",
+            "a/*/**",
+            "**/a?",
+            "?.tmp",
+            "**/??.tmp",
+            "a.b*",
+        ] {
+            let p = Pattern::compile(glob.to_string(), false);
+            assert!(
+                matches!(p.regex, Some(Ok(Compiled::Bytes(_)))),
+                "{glob} is not matched on bytes"
+            );
+            let unicode = compiled(&p.go_regex).expect("Go's expression compiles");
+            for path in PATHS {
+                assert_eq!(
+                    p.is_match(path).unwrap(),
+                    unicode.is_match(path),
+                    "glob {glob:?}, path {path:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_glob_with_a_class_an_escape_or_a_non_ascii_character_keeps_gos_expression() {
+        for glob in ["*.[ch]", "[!a]*", "a\\*b", "é*", "**/ü?"] {
+            let p = Pattern::compile(glob.to_string(), false);
+            assert!(
+                matches!(p.regex, Some(Ok(Compiled::Text(_)))),
+                "{glob} is matched on bytes"
+            );
+        }
+    }
 }
