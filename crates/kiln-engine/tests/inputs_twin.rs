@@ -194,6 +194,44 @@ fn inputs_gathered_ahead_make_the_same_keys_and_are_taken_once() {
     let _ = std::fs::remove_dir_all(&ahead);
 }
 
+/// A thread waiting for something else (the preflight, for the engine's
+/// answer) gathers from the last target back (`pregather_from_last`),
+/// asking before each target whether it is still waiting: what it gathered
+/// is what the keys take, and it stops when told, leaving the rest to the
+/// thread gathering from the first target and to the keys.
+#[test]
+fn a_waiting_thread_gathers_from_the_last_target_back_until_told_to_stop() {
+    let (made, ahead) = (twin_copy("from-last-made"), twin_copy("from-last"));
+    let direct = keys(&made, &StatCache::default());
+    let all = specs(&ahead);
+    let cache = StatCache::default();
+    let asked = std::cell::Cell::new(0);
+    kiln_engine::inputs::pregather_from_last(&all, "linux/amd64", &cache, || {
+        asked.set(asked.get() + 1);
+        asked.get() <= 2
+    });
+    assert_eq!(
+        asked.get(),
+        3,
+        "asked before each target, until told to stop"
+    );
+    let ready = |s: &BuildSpec| {
+        let (images, upstreams) = fixed(s);
+        kiln_engine::inputs::gather_ready(s, "linux/amd64", &images, &upstreams)
+    };
+    let (last, before, first) = (&all[all.len() - 1], &all[all.len() - 2], &all[0]);
+    for s in [last, before] {
+        let g = ready(s).unwrap_or_else(|| panic!("{} was gathered", s.name));
+        assert_eq!(g.manifest.key(), direct[&s.name], "{}", s.name);
+    }
+    assert!(
+        ready(&all[all.len() - 3]).is_none() && ready(first).is_none(),
+        "nothing was gathered after it was told to stop"
+    );
+    let _ = std::fs::remove_dir_all(&made);
+    let _ = std::fs::remove_dir_all(&ahead);
+}
+
 /// A key lists only the part of the context its sources can reach: a
 /// `.git` that no target copies is never walked (a name there that no
 /// listing can hold would fail a walk of the whole context).
