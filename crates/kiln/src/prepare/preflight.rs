@@ -162,18 +162,21 @@ pub fn check(
             let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
             asking.prefetch(&refs).await;
         });
-        // Until the engine has answered, this thread gathers what the keys
-        // read of the targets' own files, from the last target back: the
-        // thread gathering them from the first yields to every other (nice
-        // +5), and on two cores it was the run's critical path. Not past the
-        // answer: a preflight that fails says so without waiting for files
-        // to be hashed.
-        kiln_engine::inputs::pregather_from_last(
-            specs,
-            &platform,
-            &kiln_engine::hashing::StatCache::shared(&st.stat_cache),
-            || !answered.is_finished(),
-        );
+        // In a build, until the engine has answered, this thread gathers
+        // what the keys read of the targets' own files, from the last target
+        // back: the thread gathering them from the first yields to every
+        // other (nice +5), and on two cores it was the run's critical path.
+        // Not past the answer: a preflight that fails says so without
+        // waiting for more files to be hashed. (`kiln preflight` makes no
+        // keys.)
+        if require_engine {
+            kiln_engine::inputs::pregather_from_last(
+                specs,
+                &platform,
+                &kiln_engine::hashing::StatCache::shared(&st.stat_cache),
+                || !answered.is_finished(),
+            );
+        }
         // A round that failed is asked again by whoever needs it.
         let _ = rt.block_on(answered);
     }
